@@ -1,0 +1,35 @@
+// Exceptions thrown by Lazuli. User mistakes throw ValueError / TypeError / IndexError (mapped to
+// the Python exceptions of the same name); everything else is an Error. All derive from Error, a
+// std::runtime_error. Nothing in the library aborts on user input.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace lz {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// Wrong shapes, dims or argument values.
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+// Wrong dtypes or argument kinds.
+class TypeError : public Error {
+ public:
+  using Error::Error;
+};
+// Out-of-range indices known when the op is recorded.
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+// A program failed while running (possibly asynchronously); raised at the next wait or sync.
+class ExecutionError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace lz

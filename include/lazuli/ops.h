@@ -1,0 +1,187 @@
+// The C++ frontend: one function per public op (API.md). Each checks its arguments (throwing
+// ValueError / TypeError / IndexError naming the op, shapes and dtypes, with nothing recorded),
+// applies numpy broadcasting and PyTorch's type promotion, and records IR.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "lazuli/tensor.h"
+
+namespace lz {
+
+// A tensor or a number, for ops that accept either on each side.
+class Operand {
+ public:
+  Operand(const Tensor& t) : tensor_(t), scalar_(false) {}
+  Operand(const Scalar& s) : scalar_(s) {}
+  Operand(bool v) : scalar_(v) {}
+  Operand(int v) : scalar_(v) {}
+  Operand(long v) : scalar_(v) {}
+  Operand(long long v) : scalar_(v) {}
+  Operand(float v) : scalar_(v) {}
+  Operand(double v) : scalar_(v) {}
+  bool is_tensor() const { return tensor_.defined(); }
+  const Tensor& tensor() const { return tensor_; }
+  const Scalar& scalar() const { return scalar_; }
+
+ private:
+  Tensor tensor_;
+  Scalar scalar_;
+};
+
+// ---- creation -------------------------------------------------------------------------------
+// Copies `data` (numel(shape) elements of `dtype`): the tensor starts in the host state.
+Tensor from_data(const void* data, DType dtype, const IntList& shape);
+template <typename T>
+Tensor tensor(const std::vector<T>& values, const IntList& shape) {
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> b(values.begin(), values.end());
+    return from_data(b.data(), DType::Bool, shape);
+  } else {
+    return from_data(values.data(), dtype_of<T>::value, shape);
+  }
+}
+template <typename T>
+Tensor tensor(const std::vector<T>& values) {
+  return tensor(values, IntList{static_cast<int64_t>(values.size())});
+}
+Tensor scalar_tensor(const Scalar& value, std::optional<DType> dtype = std::nullopt);
+Tensor zeros(const IntList& shape, DType dtype = DType::Float32);
+Tensor ones(const IntList& shape, DType dtype = DType::Float32);
+Tensor full(const IntList& shape, const Scalar& value, std::optional<DType> dtype = std::nullopt);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+// arange(end) or arange(start, end, step); integer arguments give int64, else float32.
+Tensor arange(const Scalar& end);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+              std::optional<DType> dtype = std::nullopt);
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, DType dtype = DType::Float32);
+Tensor rand(const IntList& shape, DType dtype = DType::Float32);
+Tensor randn(const IntList& shape, DType dtype = DType::Float32);
+Tensor randint(int64_t low, int64_t high, const IntList& shape, DType dtype = DType::Int64);
+void manual_seed(int64_t seed);
+// A baked constant: its value enters the graph hash (unlike other scalars, which are parameters).
+Tensor constant(const Scalar& value, DType dtype);
+
+// ---- elementwise ----------------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor bitwise_not(const Tensor& x);
+Tensor cast(const Tensor& x, DType dtype);
+
+Tensor add(const Operand& a, const Operand& b);
+Tensor sub(const Operand& a, const Operand& b);
+Tensor mul(const Operand& a, const Operand& b);
+Tensor div(const Operand& a, const Operand& b);            // true division: float result
+Tensor floor_divide(const Operand& a, const Operand& b);   // Python //
+Tensor remainder(const Operand& a, const Operand& b);      // Python %
+Tensor pow(const Operand& a, const Operand& b);
+Tensor maximum(const Operand& a, const Operand& b);
+Tensor minimum(const Operand& a, const Operand& b);
+Tensor eq(const Operand& a, const Operand& b);
+Tensor ne(const Operand& a, const Operand& b);
+Tensor lt(const Operand& a, const Operand& b);
+Tensor le(const Operand& a, const Operand& b);
+Tensor gt(const Operand& a, const Operand& b);
+Tensor ge(const Operand& a, const Operand& b);
+Tensor logical_and(const Operand& a, const Operand& b);
+Tensor logical_or(const Operand& a, const Operand& b);
+Tensor logical_xor(const Operand& a, const Operand& b);
+Tensor bitwise_and(const Operand& a, const Operand& b);
+Tensor bitwise_or(const Operand& a, const Operand& b);
+Tensor bitwise_xor(const Operand& a, const Operand& b);
+Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+
+// The dtype PyTorch's promotion gives for these operands (tensors with dims > zero-dim tensors >
+// numbers, by category).
+DType result_type(const std::vector<Operand>& operands);
+
+// ---- reductions: empty dims = all dims ------------------------------------------------------
+Tensor sum(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+// (values, indices) along dim.
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+Tensor var(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+
+// ---- matrix -----------------------------------------------------------------------------------
+// numpy/PyTorch matmul: 1-D operands are promoted and the added dim removed; batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- shape and movement (views unless noted) --------------------------------------------------
+Tensor reshape(const Tensor& x, const IntList& shape);  // one -1 allowed
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor permute(const Tensor& x, const IntList& dims);
+Tensor expand(const Tensor& x, const IntList& sizes);  // -1 keeps a size; new dims in front
+Tensor broadcast_to(const Tensor& x, const IntList& shape);
+// Python slice semantics: out-of-range start/end clamp; negative values count from the end.
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start = std::nullopt,
+             std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor contiguous(const Tensor& x);  // a copy, not a view
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0);  // copies; dtypes promoted
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+
+// ---- operators ---------------------------------------------------------------------------------
+Tensor operator+(const Tensor& a, const Operand& b);
+Tensor operator-(const Tensor& a, const Operand& b);
+Tensor operator*(const Tensor& a, const Operand& b);
+Tensor operator/(const Tensor& a, const Operand& b);
+Tensor operator%(const Tensor& a, const Operand& b);
+Tensor operator+(const Scalar& a, const Tensor& b);
+Tensor operator-(const Scalar& a, const Tensor& b);
+Tensor operator*(const Scalar& a, const Tensor& b);
+Tensor operator/(const Scalar& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Operand& b);
+Tensor operator!=(const Tensor& a, const Operand& b);
+Tensor operator<(const Tensor& a, const Operand& b);
+Tensor operator<=(const Tensor& a, const Operand& b);
+Tensor operator>(const Tensor& a, const Operand& b);
+Tensor operator>=(const Tensor& a, const Operand& b);
+Tensor operator&(const Tensor& a, const Operand& b);
+Tensor operator|(const Tensor& a, const Operand& b);
+Tensor operator^(const Tensor& a, const Operand& b);
+
+}  // namespace lz

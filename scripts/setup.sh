@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every system package Lazuli needs (Debian 12), then configures and builds.
+# Usage: scripts/setup.sh [build-dir]   (default: build)
+# Why each package is here: see docs/dependencies.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config   # toolchain: C++20 compiler, CMake + Ninja
+  libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
+  libbenchmark-dev                                 # bench/ (Google Benchmark)
+  libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+cmake --build "$BUILD_DIR"

@@ -1,0 +1,36 @@
+#include "backend/backend.h"
+
+#include <mutex>
+
+#include "core/config.h"
+#include "lazuli/error.h"
+
+namespace lz {
+namespace interp {
+std::unique_ptr<Backend> make_interp_backend(const std::string& name);
+}
+
+namespace {
+std::mutex g_backend_mu;  // guards g_backend creation and replacement
+std::unique_ptr<Backend> g_backend;
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  // "cpu" will be the fused LLVM compiler; until it lands it runs the reference kernels under its
+  // own name (and its own compile environment, so no program is shared between the two).
+  if (name == "interp" || name == "cpu") return interp::make_interp_backend(name);
+  throw ValueError("unknown backend '" + name + "' (use cpu or interp)");
+}
+}  // namespace
+
+Backend& active_backend() {
+  std::lock_guard<std::mutex> l(g_backend_mu);
+  if (!g_backend) g_backend = make_backend(config().backend);
+  return *g_backend;
+}
+
+void set_active_backend(const std::string& name) {
+  std::lock_guard<std::mutex> l(g_backend_mu);
+  g_backend = make_backend(name);
+}
+
+}  // namespace lz

@@ -1,0 +1,49 @@
+// The backend interface (DESIGN.md section 5). The executor hands a backend a LoweringGraph (the
+// post-ordered nodes of one sync, with parameter slots and roots); the backend returns an
+// Executable that no longer references any node or buffer, so a cached program keeps no tensor
+// memory alive. Executables run on the device's executor thread.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "core/hash.h"
+#include "ir/node.h"
+
+namespace lz {
+
+struct LoweringGraph {
+  std::vector<const ir::Node*> post_order;              // operands before users
+  std::unordered_map<const ir::Node*, int> param_slot;  // DeviceData node -> parameter index
+  int num_params = 0;
+  std::vector<ir::Value> roots;                         // the program's outputs, in order
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // params[i]: storage of parameter i. outputs[j]: storage for root j, allocated by the caller
+  // with the root's size; it may be a donated parameter's storage, so an implementation must not
+  // write an output before it has finished reading every parameter.
+  virtual void run(const std::vector<const Storage*>& params,
+                   const std::vector<Storage*>& outputs) const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Everything that changes generated code: enters every graph hash first.
+  virtual Hash128 compile_env() const = 0;
+  virtual std::shared_ptr<Executable> compile(const LoweringGraph& graph) = 0;
+  virtual std::shared_ptr<Storage> allocate(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
+};
+
+// The backend named by LAZULI_BACKEND, created on first use.
+Backend& active_backend();
+// Tests switch backends; only call while nothing is in flight.
+void set_active_backend(const std::string& name);
+
+}  // namespace lz

@@ -1,0 +1,82 @@
+// Device memory and placeholders.
+//
+// Storage is a block of 64-byte-aligned memory. A DeviceBuffer is what a tensor in the device-data
+// state holds: dtype, shape, and a Storage that may not exist yet, because the execution that
+// fills it is still queued or running (a placeholder). Readers call wait(), which blocks until the
+// producing Execution finishes and rethrows its error. Ownership: tensors and DeviceData IR nodes
+// hold shared_ptr<DeviceBuffer>; use counts decide donation (exec/donation.cpp).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+
+#include "core/shape.h"
+#include "lazuli/dtype.h"
+
+namespace lz {
+
+class Storage {
+ public:
+  explicit Storage(size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+};
+
+// One scheduled run of a program. Completed exactly once, with or without an error.
+class Execution {
+ public:
+  void complete(std::exception_ptr error);
+  // Blocks until completed; rethrows the error (as an ExecutionError) if there was one.
+  void wait() const;
+  bool done() const;
+  std::exception_ptr error() const;
+
+ private:
+  mutable std::mutex mu_;  // guards done_ and error_
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+class DeviceBuffer {
+ public:
+  // A ready buffer.
+  DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> storage);
+  // A placeholder filled by `producer` (set_storage before producer completes).
+  DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  size_t nbytes() const;
+  // Waits for the producer; throws ExecutionError if it failed or the buffer was donated.
+  const std::shared_ptr<Storage>& wait() const;
+  // Executor-thread side: storage of a placeholder, and access without waiting (the executor
+  // runs programs in order, so a parameter's producer has always finished before).
+  void set_storage(std::shared_ptr<Storage> s) { storage_ = std::move(s); }
+  const std::shared_ptr<Storage>& storage_unchecked() const { return storage_; }
+  const std::shared_ptr<Execution>& producer() const { return producer_; }
+
+  // The tensor this buffer is the data of (for donation matching); 0 = none.
+  int64_t owner_tensor_id = 0;
+  // Set when a later program took this buffer's memory for one of its outputs.
+  std::atomic<bool> donated{false};
+
+ private:
+  DType dtype_;
+  Shape shape_;
+  std::shared_ptr<Storage> storage_;
+  std::shared_ptr<Execution> producer_;
+};
+
+using BufferPtr = std::shared_ptr<DeviceBuffer>;
+
+}  // namespace lz

@@ -1,0 +1,34 @@
+// Every environment variable Lazuli reads is read here, once, into one Config. Nothing else in the
+// library calls getenv. Tests may change fields through mutable_config() (then call the hook of
+// the component that caches the value, e.g. CompileCache::resize).
+// docs/environment.md documents each field; keep the two in step.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace lz {
+
+struct Config {
+  std::string backend = "cpu";              // LAZULI_BACKEND: cpu | interp
+  int64_t compilation_cache_size = 2048;    // LAZULI_COMPILATION_CACHE_SIZE
+  int64_t ir_shape_cache_size = 12288;      // LAZULI_IR_SHAPE_CACHE_SIZE
+  std::string cache_dir;                    // LAZULI_CACHE_DIR (default ~/.cache/lazuli; "" = off)
+  bool persistent_cache_read_only = false;  // LAZULI_PERSISTENT_CACHE_READ_ONLY
+  bool enable_param_aliasing = true;        // LAZULI_ENABLE_PARAM_ALIASING
+  bool sync_wait = false;                   // LAZULI_SYNC_WAIT
+  bool emit_steplog = false;                // LAZULI_EMIT_STEPLOG
+  int debug = 0;                            // LAZULI_DEBUG: 0, 1, 2
+  std::string debug_file;                   // LAZULI_DEBUG_FILE ("" = stderr)
+  int debug_max_frame = 8;                  // LAZULI_DEBUG_MAX_FRAME
+  bool explain_recompiles = false;          // LAZULI_EXPLAIN_RECOMPILES
+  int num_threads = 0;                      // LAZULI_NUM_THREADS (0 = number of cores)
+  int64_t max_pending_nodes = 200000;       // LAZULI_MAX_PENDING_NODES: graph-too-large cut
+};
+
+// Reads the environment on first use. Throws ValueError for a malformed value, naming the variable.
+const Config& config();
+Config& mutable_config();
+// Re-reads the environment (tests use it after setenv).
+void reload_config();
+
+}  // namespace lz

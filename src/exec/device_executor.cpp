@@ -1,0 +1,76 @@
+#include "exec/device_executor.h"
+
+namespace lz {
+
+DeviceExecutor::DeviceExecutor() : thread_([this] { loop(); }) {}
+
+DeviceExecutor::~DeviceExecutor() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void DeviceExecutor::schedule(std::shared_ptr<Execution> exec, std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.emplace_back(std::move(exec), std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void DeviceExecutor::wait_all() {
+  std::unique_lock<std::mutex> l(mu_);
+  idle_cv_.wait(l, [&] { return queue_.empty() && !busy_; });
+}
+
+std::exception_ptr DeviceExecutor::take_error() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::exception_ptr e = std::move(error_);
+  error_ = nullptr;
+  error_exec_ = nullptr;
+  return e;
+}
+
+void DeviceExecutor::forget_error_of(const Execution* exec) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (error_exec_ == exec) {
+    error_ = nullptr;
+    error_exec_ = nullptr;
+  }
+}
+
+void DeviceExecutor::loop() {
+  for (;;) {
+    std::pair<std::shared_ptr<Execution>, std::function<void()>> item;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    item.second();  // completes item.first
+    item.second = nullptr;  // release the task's buffers now, not when the next task arrives
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (std::exception_ptr e = item.first->error(); e && !error_) {
+        error_ = e;
+        error_exec_ = item.first.get();
+      }
+      busy_ = false;
+      if (queue_.empty()) idle_cv_.notify_all();
+    }
+  }
+}
+
+DeviceExecutor& device_executor() {
+  // Leaked on purpose: joining a thread from a static destructor races with other statics.
+  static DeviceExecutor* e = new DeviceExecutor();
+  return *e;
+}
+
+}  // namespace lz

@@ -1,0 +1,47 @@
+// The device's executor thread: runs scheduled programs one at a time, in scheduling order, so a
+// program's parameters produced by an earlier program are always ready when it starts.
+// The first error of an asynchronous run is kept until take_error() hands it to the next wait or
+// sync (never lost, raised once).
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "backend/buffer.h"
+
+namespace lz {
+
+class DeviceExecutor {
+ public:
+  DeviceExecutor();
+  ~DeviceExecutor();
+  // `task` runs on the executor thread and must complete `exec` (with or without an error).
+  void schedule(std::shared_ptr<Execution> exec, std::function<void()> task);
+  // Blocks until everything scheduled so far has finished.
+  void wait_all();
+  // The pending asynchronous error, cleared; null when none.
+  std::exception_ptr take_error();
+  // A value read that raised `exec`'s own error need not raise it again at the next sync.
+  void forget_error_of(const Execution* exec);
+
+ private:
+  void loop();
+
+  std::mutex mu_;  // guards queue_, busy_, stop_, error_, error_exec_
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::pair<std::shared_ptr<Execution>, std::function<void()>>> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  const Execution* error_exec_ = nullptr;
+  std::thread thread_;
+};
+
+DeviceExecutor& device_executor();
+
+}  // namespace lz

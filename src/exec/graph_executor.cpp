@@ -1,0 +1,310 @@
+#include "exec/graph_executor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/config.h"
+#include "core/lru_cache.h"
+#include "core/metrics.h"
+#include "exec/device_executor.h"
+#include "lazuli/error.h"
+#include "tensor/device.h"
+
+#ifndef LAZULI_BUILD_REVISION
+#define LAZULI_BUILD_REVISION "unknown"
+#endif
+#ifndef LAZULI_VERSION
+#define LAZULI_VERSION "0"
+#endif
+
+namespace lz {
+namespace {
+
+std::mutex& executor_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+using CompileCache = LruCache<Hash128, Executable, Hash128Hasher>;
+CompileCache& compile_cache() {
+  static auto* c = new CompileCache(static_cast<size_t>(config().compilation_cache_size));
+  return *c;
+}
+
+}  // namespace
+
+Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views) {
+  std::vector<internal::TensorImplPtr> sorted = tensors;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a->id() < b->id(); });
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  Roots r;
+  for (auto& t : sorted) {
+    if (ir::Value v = t->pending_ir()) {
+      r.tensors.push_back(t);
+      r.values.push_back(std::move(v));
+      r.store.push_back(true);
+    } else if (include_views && t->state() == internal::TensorState::View) {
+      ir::Value vv = t->value();
+      if (vv.node->op == ir::OpKind::DeviceData) continue;  // nothing to compute
+      r.tensors.push_back(t);
+      r.values.push_back(std::move(vv));
+      r.store.push_back(false);
+    }
+  }
+  return r;
+}
+
+PostOrder post_order(const std::vector<ir::Value>& roots) {
+  PostOrder po;
+  std::unordered_set<const ir::Node*> visited;
+  std::unordered_map<const DeviceBuffer*, int> buffer_param;
+  struct Frame {
+    const ir::NodePtr* node;
+    size_t next;
+  };
+  std::vector<Frame> stack;
+  for (const ir::Value& root : roots) {
+    if (!visited.insert(root.node.get()).second) continue;
+    stack.push_back({&root.node, 0});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const ir::Node* n = f.node->get();
+      if (f.next < n->operands.size()) {
+        const ir::NodePtr& child = n->operands[f.next++].node;
+        if (visited.insert(child.get()).second) stack.push_back({&child, 0});
+        continue;
+      }
+      po.nodes.push_back(n);
+      po.use_counts.push_back(f.node->use_count());
+      if (n->op == ir::OpKind::DeviceData) {
+        auto [it, fresh] = buffer_param.emplace(n->data.get(), static_cast<int>(po.params.size()));
+        if (fresh) po.params.push_back(n->data);
+        po.param_slot[n] = it->second;
+        po.param_sequence.push_back(it->second);
+      }
+      stack.pop_back();
+    }
+  }
+  return po;
+}
+
+std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po) {
+  // A node referenced from outside this graph (by a tensor we do not sync, a saved value, a view's
+  // cache) will be computed again later, so the buffers under it must keep their contents.
+  std::unordered_map<const ir::Node*, long> graph_refs;
+  for (const ir::Node* n : po.nodes) {
+    for (const ir::Value& v : n->operands) graph_refs[v.node.get()]++;
+  }
+  for (size_t i = 0; i < roots.values.size(); ++i) {
+    // Roots.values holds one reference; a stored root's tensor holds another, dropped at schedule.
+    graph_refs[roots.values[i].node.get()] += roots.store[i] ? 2 : 1;
+  }
+  std::unordered_set<const ir::Node*> needed_later;
+  for (size_t i = po.nodes.size(); i-- > 0;) {
+    const ir::Node* n = po.nodes[i];
+    bool ext = po.use_counts[i] > graph_refs[n] || needed_later.count(n);
+    if (!ext) continue;
+    needed_later.insert(n);
+    for (const ir::Value& v : n->operands) needed_later.insert(v.node.get());
+  }
+  std::vector<int> leaf_refs(po.params.size(), 0);
+  std::vector<bool> blocked(po.params.size(), false);
+  for (const auto& [node, slot] : po.param_slot) {
+    leaf_refs[slot]++;
+    if (needed_later.count(node)) blocked[slot] = true;
+  }
+  std::vector<std::pair<int, int>> out;
+  std::vector<bool> output_taken(roots.values.size(), false);
+  for (size_t p = 0; p < po.params.size(); ++p) {
+    const BufferPtr& b = po.params[p];
+    // Held only by this graph's DeviceData nodes and po.params: no live tensor reads it later.
+    if (blocked[p] || b->owner_tensor_id == 0 || b.use_count() != leaf_refs[p] + 1) continue;
+    for (size_t r = 0; r < roots.values.size(); ++r) {
+      if (output_taken[r] || !roots.store[r] || roots.tensors[r]->id() != b->owner_tensor_id) continue;
+      const ir::Value& v = roots.values[r];
+      if (v.dtype() != b->dtype() || numel(v.shape()) != numel(b->shape())) continue;
+      out.emplace_back(static_cast<int>(p), static_cast<int>(r));
+      output_taken[r] = true;
+      break;
+    }
+  }
+  return out;
+}
+
+Hash128 compile_env_hash() {
+  Backend& be = active_backend();
+  Hasher h;
+  h.add_str(be.name());
+  h.add(be.compile_env());
+  h.add_str(LAZULI_VERSION);
+  h.add_str(LAZULI_BUILD_REVISION);
+  return h.digest();
+}
+
+Hash128 graph_hash(const Roots& roots, const PostOrder& po,
+                   const std::vector<std::pair<int, int>>& donations) {
+  Hasher h;
+  h.add(compile_env_hash());
+  h.add<uint64_t>(roots.values.size());
+  for (const ir::Value& v : roots.values) {
+    h.add(v.hash());
+    h.add(v.index);
+  }
+  h.add<uint64_t>(po.param_sequence.size());
+  for (int p : po.param_sequence) h.add(p);
+  std::vector<std::pair<int, int>> d = donations;
+  std::sort(d.begin(), d.end());
+  h.add<uint64_t>(d.size());
+  for (auto& [p, r] : d) h.add(p).add(r);
+  return h.digest();
+}
+
+namespace {
+
+std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& roots,
+                                              const PostOrder& po) {
+  CompileCache& cache = compile_cache();
+  if (auto exe = cache.get(hash)) {
+    LZ_COUNTER("CachedCompile", 1);
+    return exe;
+  }
+  LZ_COUNTER("UncachedCompile", 1);
+  std::shared_ptr<Executable> exe;
+  {
+    LZ_TIMED("CompileTime");
+    LoweringGraph g;
+    g.post_order = po.nodes;
+    g.param_slot = po.param_slot;
+    g.num_params = static_cast<int>(po.params.size());
+    g.roots = roots.values;
+    exe = active_backend().compile(g);
+  }
+  if (size_t evicted = cache.add(hash, exe)) LZ_COUNTER("CompileCacheEviction", static_cast<int64_t>(evicted));
+  return exe;
+}
+
+void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
+                 const std::vector<BufferPtr>& params,
+                 const std::vector<std::weak_ptr<DeviceBuffer>>& weak_outputs,
+                 const std::vector<std::pair<DType, Shape>>& root_types,
+                 const std::vector<std::pair<int, int>>& donations, Execution& exec) {
+  try {
+    LZ_TIMED("ExecuteTime");
+    // An output nobody holds any more is still computed (the program writes every output), into
+    // scratch memory that is dropped at once.
+    std::vector<BufferPtr> outputs;
+    outputs.reserve(weak_outputs.size());
+    for (const auto& w : weak_outputs) outputs.push_back(w.lock());
+    std::vector<const Storage*> ps;
+    ps.reserve(params.size());
+    for (const BufferPtr& b : params) {
+      if (b->producer() && b->producer()->error()) {
+        throw ExecutionError("an input of this program came from an execution that failed");
+      }
+      if (b->donated.load(std::memory_order_acquire)) {
+        throw ExecutionError("an input of this program was donated to an earlier program");
+      }
+      ps.push_back(b->storage_unchecked().get());
+    }
+    std::vector<std::shared_ptr<Storage>> outs(outputs.size());
+    for (auto& [p, r] : donations) outs[r] = params[p]->storage_unchecked();
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (outs[r]) continue;
+      const auto& [dt, shape] = root_types[r];
+      outs[r] = active_backend().allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
+    }
+    std::vector<Storage*> raw(outs.size());
+    for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
+    exe->run(ps, raw);
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (outputs[r]) outputs[r]->set_storage(std::move(outs[r]));
+    }
+    for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
+    exec.complete(nullptr);
+  } catch (const std::exception& e) {
+    exec.complete(std::make_exception_ptr(
+        ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what())));
+  }
+}
+
+}  // namespace
+
+SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
+                              const SyncConfig& cfg) {
+  SyncResult res;
+  std::shared_ptr<Execution> exec;
+  {
+    std::lock_guard<std::mutex> l(executor_mutex());
+    Roots roots = collect(tensors, /*include_views=*/!cfg.sync_data || cfg.reason == CutReason::ValueRead);
+    if (roots.values.empty()) {
+      if (cfg.wait) wait_all_executions();
+      return res;
+    }
+    PostOrder po = post_order(roots.values);
+    std::vector<std::pair<int, int>> donations;
+    if (cfg.barrier && config().enable_param_aliasing) donations = find_donations(roots, po);
+    res.hash = graph_hash(roots, po, donations);
+    std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po);
+    if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
+
+    exec = std::make_shared<Execution>();
+    res.outputs.reserve(roots.values.size());
+    std::vector<std::weak_ptr<DeviceBuffer>> weak_outputs;
+    std::vector<std::pair<DType, Shape>> root_types;
+    for (const ir::Value& v : roots.values) {
+      res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
+      weak_outputs.push_back(res.outputs.back());
+      root_types.emplace_back(v.dtype(), v.shape());
+    }
+    if (cfg.sync_data) {
+      for (size_t i = 0; i < roots.values.size(); ++i) {
+        if (roots.store[i]) roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i]);
+      }
+    }
+    res.ran = true;
+    res.tensors = roots.tensors;
+    res.execution = exec;
+    // The task owns its parameters but only weakly its outputs, so a queued program never keeps
+    // an output buffer alive (that would block donating it in the next step). The roots' IR, and
+    // so the graph, is dropped when this scope ends.
+    device_executor().schedule(
+        exec, [exe, hash = res.hash, params = std::move(po.params),
+               weak_outputs = std::move(weak_outputs), root_types = std::move(root_types),
+               donations = std::move(donations), exec_raw = exec.get()] {
+          run_program(exe, hash, params, weak_outputs, root_types, donations, *exec_raw);
+        });
+    internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
+  }
+  if (cfg.wait || config().sync_wait) exec->wait();
+  return res;
+}
+
+void wait_all_executions() {
+  device_executor().wait_all();
+  raise_pending_async_error();
+}
+
+void raise_pending_async_error() {
+  if (std::exception_ptr e = device_executor().take_error()) std::rethrow_exception(e);
+}
+
+void resize_compile_cache(size_t n) { compile_cache().resize(n); }
+size_t compile_cache_entries() { return compile_cache().size(); }
+
+void maybe_cut_large_graph() {
+  auto& dev = internal::default_device();
+  int64_t pending = ir::nodes_created() - dev.nodes_at_last_cut.load(std::memory_order_relaxed);
+  if (pending <= config().max_pending_nodes) return;
+  LZ_COUNTER("GraphTooLargeCut", 1);
+  std::vector<internal::TensorImplPtr> live = dev.registry.snapshot();
+  SyncConfig cfg;
+  cfg.barrier = true;
+  cfg.reason = CutReason::GraphTooLarge;
+  sync_tensors_graph(live, cfg);
+  // Even if nothing was pending (dead nodes), start counting again from here.
+  dev.nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
+}
+
+}  // namespace lz

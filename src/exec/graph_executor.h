@@ -1,0 +1,84 @@
+// The graph executor (DESIGN.md section 4). Every way to materialize values funnels into
+// sync_tensors_graph(); its steps are the named functions below, exposed so tests and benchmarks
+// can drive them one at a time.
+//
+// Locking: one executor mutex serializes whole syncs (collect through schedule), so two threads
+// syncing at once produce two programs in a well-defined order. Recording ops needs no lock of
+// ours beyond each tensor's own. Execution happens on the DeviceExecutor thread.
+#pragma once
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "exec/cut_reason.h"
+#include "tensor/lazy_tensor.h"
+
+namespace lz {
+
+struct SyncConfig {
+  bool sync_data = true;  // replace the synced tensors' IR by the new device data
+  bool barrier = false;   // a step barrier: buffer donation allowed
+  bool wait = false;      // block until the program has run
+  CutReason reason = CutReason::UserSync;
+};
+
+// Step 1. The roots of one sync: tensors with pending IR (views too when include_views, as value
+// reads need them), deduplicated, in tensor-id order.
+struct Roots {
+  std::vector<internal::TensorImplPtr> tensors;
+  std::vector<ir::Value> values;
+  std::vector<bool> store;  // false for views: they have no IR of their own to replace
+};
+Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views);
+
+// Step 2. Iterative post-order from the roots; DeviceData leaves become parameters, deduplicated
+// by buffer in first-use order; param_sequence maps each DeviceData node (post-order) to its
+// parameter, so f(a, a) and f(a, b) differ.
+struct PostOrder {
+  std::vector<const ir::Node*> nodes;
+  std::vector<long> use_counts;  // shared_ptr use count of each node when visited (donation)
+  std::vector<BufferPtr> params;
+  std::vector<int> param_sequence;
+  std::unordered_map<const ir::Node*, int> param_slot;
+};
+PostOrder post_order(const std::vector<ir::Value>& roots);
+
+// Step 3b. Buffer donation at a barrier: pairs (parameter index, root index) where the parameter's
+// buffer belonged to the root's tensor and nothing but this graph still references it.
+std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po);
+
+// Step 3. The graph hash: compile environment, root dag hashes (tensor-id order), parameter
+// sequence, donation pairs.
+Hash128 compile_env_hash();
+Hash128 graph_hash(const Roots& roots, const PostOrder& po,
+                   const std::vector<std::pair<int, int>>& donations);
+
+struct SyncResult {
+  Hash128 hash;
+  bool ran = false;
+  std::vector<internal::TensorImplPtr> tensors;  // the roots, in id order
+  std::vector<BufferPtr> outputs;                // their new buffers (placeholders until run)
+  std::shared_ptr<Execution> execution;
+};
+SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
+                              const SyncConfig& cfg);
+
+// Waits for every scheduled program; rethrows a pending asynchronous error.
+void wait_all_executions();
+// Rethrows (once) an error of an earlier asynchronous run.
+void raise_pending_async_error();
+
+void resize_compile_cache(size_t n);
+size_t compile_cache_entries();
+
+// The step marker (exec/step.cpp).
+void step_barrier(bool wait, bool reset_scope);
+void register_step_closure(std::function<void()> fn);
+int64_t step_count();
+
+// Cut for graph-too-large when the nodes recorded since the last barrier pass the limit.
+void maybe_cut_large_graph();
+
+}  // namespace lz

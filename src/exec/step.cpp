@@ -1,0 +1,68 @@
+// The step marker: sync(wait, reset_scope) (DESIGN.md section 4).
+#include <cstdio>
+#include <functional>
+#include <mutex>
+
+#include "core/config.h"
+#include "core/metrics.h"
+#include "exec/graph_executor.h"
+#include "tensor/device.h"
+
+namespace lz {
+namespace {
+
+struct StepState {
+  std::mutex mu;  // guards closures and step
+  std::vector<std::function<void()>> closures;
+  int64_t step = 0;
+};
+
+StepState& step_state() {
+  static auto* s = new StepState();
+  return *s;
+}
+
+}  // namespace
+
+void register_step_closure(std::function<void()> fn) {
+  StepState& s = step_state();
+  std::lock_guard<std::mutex> l(s.mu);
+  s.closures.push_back(std::move(fn));
+}
+
+int64_t step_count() {
+  StepState& s = step_state();
+  std::lock_guard<std::mutex> l(s.mu);
+  return s.step;
+}
+
+void step_barrier(bool wait, bool reset_scope) {
+  // An error of an earlier asynchronous run surfaces here, once; this step is not run.
+  raise_pending_async_error();
+  auto& dev = internal::default_device();
+  SyncConfig cfg;
+  cfg.barrier = true;
+  cfg.wait = wait;
+  cfg.reason = CutReason::UserSync;
+  // Views are excluded by collect(): they hold no IR of their own.
+  SyncResult r = sync_tensors_graph(dev.registry.snapshot(), cfg);
+  LZ_COUNTER("MarkStep", 1);
+  StepState& s = step_state();
+  std::vector<std::function<void()>> closures;
+  int64_t step;
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    step = ++s.step;
+    closures.swap(s.closures);
+  }
+  // reset_scope: IR scopes (name prefixes for dumps) are not implemented yet; nothing to reset.
+  (void)reset_scope;
+  if (config().emit_steplog) {
+    std::fprintf(stderr, "[lazuli] step %lld: %s graph %s\n", static_cast<long long>(step),
+                 r.ran ? "scheduled" : "nothing pending,", r.ran ? r.hash.hex().c_str() : "");
+  }
+  // After the barrier, in registration order; closures that read values share this execution.
+  for (auto& fn : closures) fn();
+}
+
+}  // namespace lz

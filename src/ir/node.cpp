@@ -1,0 +1,98 @@
+#include "ir/node.h"
+
+#include <atomic>
+
+#include "ir/shape_inference.h"
+
+namespace lz::ir {
+namespace {
+
+std::atomic<int64_t> g_nodes_created{0};
+
+void hash_attrs(Hasher& h, OpKind op, const Attrs& a) {
+  h.add(static_cast<uint16_t>(op));
+  h.add<uint64_t>(a.ints.size());
+  if (!a.ints.empty()) h.add_bytes(a.ints.data(), a.ints.size() * sizeof(int64_t));
+  h.add(static_cast<uint8_t>(a.dtype));
+  h.add(a.scalar);
+  h.add(static_cast<uint8_t>(a.flag));
+}
+
+Hash128 leaf_hash(OpKind op, const Attrs& a, DType dtype, const Shape& shape) {
+  Hasher h;
+  hash_attrs(h, op, a);
+  h.add(static_cast<uint8_t>(dtype));
+  h.add<uint64_t>(shape.size());
+  if (!shape.empty()) h.add_bytes(shape.data(), shape.size() * sizeof(int64_t));
+  return h.digest();
+}
+
+NodePtr finish_leaf(std::shared_ptr<Node> n) {
+  n->node_hash = leaf_hash(n->op, n->attrs, n->dtype, n->shape);
+  n->dag_hash = n->node_hash;
+  g_nodes_created.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace
+
+const Hash128& Value::hash() const { return node->dag_hash; }
+DType Value::dtype() const { return node->dtype; }
+const Shape& Value::shape() const { return node->shape; }
+
+NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
+  Hasher nh;
+  hash_attrs(nh, op, attrs);
+  Hash128 node_hash = nh.digest();
+  Hasher dh;
+  dh.add(node_hash);
+  for (const Value& v : operands) {
+    dh.add(v.hash());
+    if (v.index != 0) dh.add(v.index);
+  }
+  Hash128 dag_hash = dh.digest();
+  // Validates before anything is allocated: a bad op records nothing.
+  OutputType out = cached_infer_output(dag_hash, op, operands, attrs);
+  auto n = std::make_shared<Node>();
+  n->op = op;
+  n->operands = std::move(operands);
+  n->attrs = std::move(attrs);
+  n->dtype = out.dtype;
+  n->shape = std::move(out.shape);
+  n->node_hash = node_hash;
+  n->dag_hash = dag_hash;
+  g_nodes_created.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+NodePtr make_device_data(BufferPtr buffer) {
+  auto n = std::make_shared<Node>();
+  n->op = OpKind::DeviceData;
+  n->dtype = buffer->dtype();
+  n->shape = buffer->shape();
+  n->data = std::move(buffer);
+  return finish_leaf(std::move(n));
+}
+
+NodePtr make_constant(double value, DType dtype) {
+  auto n = std::make_shared<Node>();
+  n->op = OpKind::Constant;
+  n->attrs.scalar = value;
+  n->attrs.dtype = dtype;
+  n->dtype = dtype;
+  return finish_leaf(std::move(n));
+}
+
+NodePtr make_iota(int64_t n_elems, DType dtype) {
+  auto n = std::make_shared<Node>();
+  n->op = OpKind::Iota;
+  n->attrs.ints = {n_elems};
+  n->attrs.dtype = dtype;
+  n->dtype = dtype;
+  n->shape = {n_elems};
+  return finish_leaf(std::move(n));
+}
+
+int64_t nodes_created() { return g_nodes_created.load(std::memory_order_relaxed); }
+
+}  // namespace lz::ir

@@ -1,0 +1,75 @@
+// IR nodes and values (DESIGN.md section 3).
+//
+// A Node is immutable after construction and reference-counted; operands own their producers.
+// Hashes, computed once in make_node():
+//   interior: node_hash = H(op, attrs); dag_hash = H(node_hash, operand value hashes in order).
+//             The output shape is NOT hashed: it follows from the operands and attributes.
+//   leaf:     hash = H(op, attrs, dtype, shape). DeviceData buffers are never hashed; Constant
+//             hashes its value (only 0, 1 and explicit constants are baked; other scalars are
+//             DeviceData parameters).
+// Every node has exactly one output for now; Value keeps an index so multi-output ops can come.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "core/hash.h"
+#include "core/shape.h"
+#include "ir/ops.h"
+#include "lazuli/dtype.h"
+
+namespace lz::ir {
+
+// Attribute meanings per op are listed in op_table.def.
+struct Attrs {
+  std::vector<int64_t> ints;
+  DType dtype = DType::Float32;
+  double scalar = 0;
+  bool flag = false;
+};
+
+class Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+struct Value {
+  NodePtr node;
+  int index = 0;
+  explicit operator bool() const { return node != nullptr; }
+  const Hash128& hash() const;
+  DType dtype() const;
+  const Shape& shape() const;
+};
+
+// Where a node was recorded, filled only when debugging asks for it (issue: call sites).
+struct SourceLocation {
+  std::string file, function;
+  int line = 0;
+};
+
+class Node {
+ public:
+  OpKind op;
+  std::vector<Value> operands;
+  Attrs attrs;
+  DType dtype;
+  Shape shape;
+  Hash128 node_hash;
+  Hash128 dag_hash;
+  BufferPtr data;  // DeviceData only
+
+  bool is_leaf() const { return operands.empty(); }
+};
+
+// Builds an interior node: hashes it, infers (memoized) its output, validating operands.
+// Throws ValueError / TypeError naming the op, shapes and dtypes; then nothing is recorded.
+NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs = {});
+// Leaves.
+NodePtr make_device_data(BufferPtr buffer);
+NodePtr make_constant(double value, DType dtype);
+NodePtr make_iota(int64_t n, DType dtype);
+
+// Process-wide count of nodes created (for the pending-graph limit and benchmarks).
+int64_t nodes_created();
+
+}  // namespace lz::ir

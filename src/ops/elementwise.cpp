@@ -1,0 +1,227 @@
+// Elementwise ops: type promotion, broadcasting checks, and the unary/binary/ternary primitives.
+#include <optional>
+
+#include "ops/frontend.h"
+
+namespace lz {
+using frontend::describe;
+using frontend::node;
+using frontend::wrap;
+using ir::OpKind;
+
+DType result_type(const std::vector<Operand>& operands) {
+  // PyTorch's three tiers: tensors with dims, zero-dim tensors, then numbers. A lower tier only
+  // matters when its category (bool < integer < float) is higher than everything above it.
+  std::optional<DType> dimmed, zero_dim;
+  int scalar_cat = -1;
+  for (const Operand& o : operands) {
+    if (o.is_tensor()) {
+      DType t = o.tensor().dtype();
+      auto& slot = o.tensor().dim() > 0 ? dimmed : zero_dim;
+      slot = slot ? promote_types(*slot, t) : t;
+    } else {
+      int c = o.scalar().kind() == Scalar::Kind::Float ? 2 : o.scalar().kind() == Scalar::Kind::Int ? 1 : 0;
+      scalar_cat = std::max(scalar_cat, c);
+    }
+  }
+  std::optional<DType> r = dimmed;
+  if (zero_dim && (!r || dtype_category(*zero_dim) > dtype_category(*r))) r = zero_dim;
+  if (scalar_cat >= 0 && (!r || scalar_cat > dtype_category(*r))) {
+    r = scalar_cat == 2 ? default_float_dtype() : scalar_cat == 1 ? DType::Int64 : DType::Bool;
+  }
+  return r.value_or(DType::Float32);
+}
+
+namespace {
+
+enum class Mode { Arith, TrueDiv, Compare, Bitwise, Logical };
+
+Shape checked_broadcast(const char* name, const std::vector<Operand>& ops) {
+  Shape s = frontend::operand_shape(ops[0]);
+  for (size_t i = 1; i < ops.size(); ++i) {
+    Shape o = frontend::operand_shape(ops[i]);
+    try {
+      s = broadcast_shapes(s, o, name);
+    } catch (const ValueError&) {
+      throw ValueError(describe(name, ops) + ": shapes " + shape_str(s) + " and " + shape_str(o) +
+                       " are not broadcastable");
+    }
+  }
+  return s;
+}
+
+Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, Mode mode) {
+  std::vector<Operand> ops{a, b};
+  checked_broadcast(name, ops);
+  DType dt = result_type(ops);
+  switch (mode) {
+    case Mode::TrueDiv:
+      if (!is_floating(dt)) dt = default_float_dtype();
+      break;
+    case Mode::Logical: dt = DType::Bool; break;
+    case Mode::Bitwise:
+      if (is_floating(dt)) {
+        throw TypeError(describe(name, ops) + ": needs bool or integer operands");
+      }
+      break;
+    case Mode::Arith:
+      if (dt == DType::Bool && (op == OpKind::Sub || op == OpKind::FloorDiv ||
+                                op == OpKind::Remainder || op == OpKind::Pow)) {
+        throw TypeError(describe(name, ops) + ": is not supported for bool operands");
+      }
+      break;
+    case Mode::Compare: break;
+  }
+  return wrap(node(op, {frontend::operand_value(a, dt, name), frontend::operand_value(b, dt, name)}));
+}
+
+Tensor unary_float(const char* name, OpKind op, const Tensor& x) {
+  ir::Value v = frontend::value_of(x, name);
+  if (!is_floating(v.dtype())) v = frontend::cast(v, default_float_dtype());
+  return wrap(frontend::unary(op, v));
+}
+
+Tensor unary_same(const char* name, OpKind op, const Tensor& x) {
+  ir::Value v = frontend::value_of(x, name);
+  return wrap(frontend::unary(op, v));
+}
+
+// floor/ceil/round of an integer tensor is the tensor itself (a new tensor with the same value).
+Tensor unary_rounding(const char* name, OpKind op, const Tensor& x) {
+  ir::Value v = frontend::value_of(x, name);
+  if (!is_floating(v.dtype())) return wrap(v);
+  return wrap(frontend::unary(op, v));
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::Bool) {
+    throw TypeError("neg(bool" + shape_str(x.shape()) + "): negation of a bool tensor is not supported; use logical_not");
+  }
+  return unary_same("neg", OpKind::Neg, x);
+}
+Tensor abs(const Tensor& x) { return unary_same("abs", OpKind::Abs, x); }
+Tensor exp(const Tensor& x) { return unary_float("exp", OpKind::Exp, x); }
+Tensor log(const Tensor& x) { return unary_float("log", OpKind::Log, x); }
+Tensor log1p(const Tensor& x) { return unary_float("log1p", OpKind::Log1p, x); }
+Tensor expm1(const Tensor& x) { return unary_float("expm1", OpKind::Expm1, x); }
+Tensor sqrt(const Tensor& x) { return unary_float("sqrt", OpKind::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_float("rsqrt", OpKind::Rsqrt, x); }
+Tensor sin(const Tensor& x) { return unary_float("sin", OpKind::Sin, x); }
+Tensor cos(const Tensor& x) { return unary_float("cos", OpKind::Cos, x); }
+Tensor tanh(const Tensor& x) { return unary_float("tanh", OpKind::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_float("sigmoid", OpKind::Sigmoid, x); }
+Tensor relu(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::Bool) throw TypeError("relu(bool" + shape_str(x.shape()) + "): bool is not supported");
+  return unary_same("relu", OpKind::Relu, x);
+}
+Tensor gelu(const Tensor& x) { return unary_float("gelu", OpKind::Gelu, x); }
+Tensor erf(const Tensor& x) { return unary_float("erf", OpKind::Erf, x); }
+Tensor floor(const Tensor& x) { return unary_rounding("floor", OpKind::Floor, x); }
+Tensor ceil(const Tensor& x) { return unary_rounding("ceil", OpKind::Ceil, x); }
+Tensor round(const Tensor& x) { return unary_rounding("round", OpKind::Round, x); }
+Tensor sign(const Tensor& x) { return unary_same("sign", OpKind::Sign, x); }
+Tensor reciprocal(const Tensor& x) { return unary_float("reciprocal", OpKind::Reciprocal, x); }
+Tensor logical_not(const Tensor& x) {
+  ir::Value v = frontend::cast(frontend::value_of(x, "logical_not"), DType::Bool);
+  return wrap(frontend::unary(OpKind::BitwiseNot, v));
+}
+Tensor bitwise_not(const Tensor& x) {
+  if (x.defined() && is_floating(x.dtype())) {
+    throw TypeError("bitwise_not(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
+                    "): needs a bool or integer tensor");
+  }
+  return unary_same("bitwise_not", OpKind::BitwiseNot, x);
+}
+Tensor cast(const Tensor& x, DType dtype) { return wrap(frontend::cast(frontend::value_of(x, "to"), dtype)); }
+
+Tensor add(const Operand& a, const Operand& b) { return binary("add", OpKind::Add, a, b, Mode::Arith); }
+Tensor sub(const Operand& a, const Operand& b) { return binary("sub", OpKind::Sub, a, b, Mode::Arith); }
+Tensor mul(const Operand& a, const Operand& b) { return binary("mul", OpKind::Mul, a, b, Mode::Arith); }
+Tensor div(const Operand& a, const Operand& b) { return binary("div", OpKind::Div, a, b, Mode::TrueDiv); }
+Tensor floor_divide(const Operand& a, const Operand& b) {
+  return binary("floor_divide", OpKind::FloorDiv, a, b, Mode::Arith);
+}
+Tensor remainder(const Operand& a, const Operand& b) {
+  return binary("remainder", OpKind::Remainder, a, b, Mode::Arith);
+}
+Tensor pow(const Operand& a, const Operand& b) { return binary("pow", OpKind::Pow, a, b, Mode::Arith); }
+Tensor maximum(const Operand& a, const Operand& b) {
+  return binary("maximum", OpKind::Maximum, a, b, Mode::Arith);
+}
+Tensor minimum(const Operand& a, const Operand& b) {
+  return binary("minimum", OpKind::Minimum, a, b, Mode::Arith);
+}
+Tensor eq(const Operand& a, const Operand& b) { return binary("eq", OpKind::Eq, a, b, Mode::Compare); }
+Tensor ne(const Operand& a, const Operand& b) { return binary("ne", OpKind::Ne, a, b, Mode::Compare); }
+Tensor lt(const Operand& a, const Operand& b) { return binary("lt", OpKind::Lt, a, b, Mode::Compare); }
+Tensor le(const Operand& a, const Operand& b) { return binary("le", OpKind::Le, a, b, Mode::Compare); }
+Tensor gt(const Operand& a, const Operand& b) { return binary("gt", OpKind::Gt, a, b, Mode::Compare); }
+Tensor ge(const Operand& a, const Operand& b) { return binary("ge", OpKind::Ge, a, b, Mode::Compare); }
+Tensor logical_and(const Operand& a, const Operand& b) {
+  return binary("logical_and", OpKind::BitwiseAnd, a, b, Mode::Logical);
+}
+Tensor logical_or(const Operand& a, const Operand& b) {
+  return binary("logical_or", OpKind::BitwiseOr, a, b, Mode::Logical);
+}
+Tensor logical_xor(const Operand& a, const Operand& b) {
+  return binary("logical_xor", OpKind::BitwiseXor, a, b, Mode::Logical);
+}
+Tensor bitwise_and(const Operand& a, const Operand& b) {
+  return binary("bitwise_and", OpKind::BitwiseAnd, a, b, Mode::Bitwise);
+}
+Tensor bitwise_or(const Operand& a, const Operand& b) {
+  return binary("bitwise_or", OpKind::BitwiseOr, a, b, Mode::Bitwise);
+}
+Tensor bitwise_xor(const Operand& a, const Operand& b) {
+  return binary("bitwise_xor", OpKind::BitwiseXor, a, b, Mode::Bitwise);
+}
+
+Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {
+  std::vector<Operand> ops{cond, a, b};
+  if (!cond.defined() || cond.dtype() != DType::Bool) {
+    throw TypeError(describe("where", ops) + ": the condition must be a bool tensor");
+  }
+  checked_broadcast("where", ops);
+  DType dt = result_type({a, b});
+  if (!a.is_tensor() && !b.is_tensor()) dt = result_type({a, b});
+  return wrap(node(OpKind::Where, {frontend::value_of(cond, "where"),
+                                   frontend::operand_value(a, dt, "where"),
+                                   frontend::operand_value(b, dt, "where")}));
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  if (!min && !max) throw ValueError("clamp: at least one of min and max must be given");
+  if (!x.defined()) throw ValueError("clamp: got an undefined tensor");
+  std::vector<Operand> ops{x};
+  if (min) ops.push_back(*min);
+  if (max) ops.push_back(*max);
+  if (x.dtype() == DType::Bool) throw TypeError(describe("clamp", ops) + ": bool is not supported");
+  DType dt = result_type(ops);
+  ir::Value v = frontend::cast(frontend::value_of(x, "clamp"), dt);
+  if (min) v = node(OpKind::Maximum, {v, frontend::scalar_value(*min, dt)});
+  if (max) v = node(OpKind::Minimum, {v, frontend::scalar_value(*max, dt)});
+  return wrap(v);
+}
+
+Tensor operator+(const Tensor& a, const Operand& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Operand& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Operand& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Operand& b) { return div(a, b); }
+Tensor operator%(const Tensor& a, const Operand& b) { return remainder(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Scalar& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Scalar& a, const Tensor& b) { return div(a, b); }
+Tensor operator==(const Tensor& a, const Operand& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Operand& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Operand& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Operand& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Operand& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Operand& b) { return ge(a, b); }
+Tensor operator&(const Tensor& a, const Operand& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Operand& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Operand& b) { return bitwise_xor(a, b); }
+
+}  // namespace lz

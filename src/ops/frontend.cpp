@@ -1,0 +1,102 @@
+#include "ops/frontend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "exec/graph_executor.h"
+
+namespace lz::frontend {
+
+ir::Value value_of(const Tensor& t, const char* op) {
+  if (!t.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+  return t.impl()->value();
+}
+
+Tensor wrap(ir::Value v) {
+  Tensor t(internal::TensorImpl::from_value(std::move(v)));
+  maybe_cut_large_graph();
+  return t;
+}
+
+ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs) {
+  return {ir::make_node(op, std::move(operands), std::move(attrs)), 0};
+}
+
+ir::Value unary(ir::OpKind op, ir::Value x) { return node(op, {std::move(x)}); }
+
+ir::Value scalar_value(const Scalar& s, DType dtype) {
+  double d = s.kind() == Scalar::Kind::Float ? s.to_double() : static_cast<double>(s.to_int());
+  if (d == 0.0 || d == 1.0) return {ir::make_constant(d, dtype), 0};
+  auto st = std::make_shared<Storage>(dtype_size(dtype));
+  void* p = st->data();
+  switch (dtype) {
+    case DType::Bool: *static_cast<bool*>(p) = d != 0.0; break;
+    case DType::Int32: *static_cast<int32_t*>(p) = static_cast<int32_t>(s.to_int()); break;
+    case DType::Int64: *static_cast<int64_t*>(p) = s.to_int(); break;
+    case DType::Float32: *static_cast<float*>(p) = static_cast<float>(s.to_double()); break;
+    case DType::Float64: *static_cast<double*>(p) = s.to_double(); break;
+  }
+  auto buf = std::make_shared<DeviceBuffer>(dtype, Shape{}, std::move(st));
+  return {ir::make_device_data(std::move(buf)), 0};
+}
+
+ir::Value cast(ir::Value v, DType dtype) {
+  if (v.dtype() == dtype) return v;
+  ir::Attrs a;
+  a.dtype = dtype;
+  return node(ir::OpKind::Cast, {std::move(v)}, a);
+}
+
+ir::Value operand_value(const Operand& o, DType dtype, const char* op) {
+  if (o.is_tensor()) return cast(value_of(o.tensor(), op), dtype);
+  return scalar_value(o.scalar(), dtype);
+}
+
+ir::Value broadcast_to(ir::Value v, const Shape& shape) {
+  if (v.shape() == shape) return v;
+  if (v.shape().size() < shape.size()) {
+    Shape s(shape.size() - v.shape().size(), 1);
+    s.insert(s.end(), v.shape().begin(), v.shape().end());
+    ir::Attrs a;
+    a.ints = s;
+    v = node(ir::OpKind::Reshape, {v}, a);
+  }
+  if (v.shape() == shape) return v;
+  ir::Attrs a;
+  a.ints = shape;
+  return node(ir::OpKind::Expand, {v}, a);
+}
+
+Shape operand_shape(const Operand& o) { return o.is_tensor() ? o.tensor().shape() : Shape{}; }
+
+std::string describe(const char* op, const std::vector<Operand>& operands) {
+  std::string s = std::string(op) + "(";
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (i) s += ", ";
+    const Operand& o = operands[i];
+    if (o.is_tensor()) {
+      s += std::string(dtype_name(o.tensor().dtype())) + shape_str(o.tensor().shape());
+    } else {
+      s += o.scalar().kind() == Scalar::Kind::Float ? std::to_string(o.scalar().to_double())
+                                                    : std::to_string(o.scalar().to_int());
+    }
+  }
+  return s + ")";
+}
+
+std::vector<int64_t> reduce_dims(const IntList& dims, int64_t rank, const char* op) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < rank; ++i) out.push_back(i);
+    return out;
+  }
+  for (int64_t d : dims) out.push_back(rank == 0 ? (wrap_dim(d, 0, op), 0) : wrap_dim(d, rank, op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
+    throw ValueError(std::string(op) + ": dim " + shape_str(dims) + " appears more than once");
+  }
+  if (rank == 0) out.clear();  // reducing a scalar over dim 0/-1 is the identity
+  return out;
+}
+
+}  // namespace lz::frontend

@@ -1,0 +1,38 @@
+// Shared pieces of the op frontend: turning tensors and numbers into IR values, recording nodes
+// into new tensors, and type promotion. Every public op in src/ops/*.cpp is built from these.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+#include "lazuli/ops.h"
+#include "tensor/lazy_tensor.h"
+
+namespace lz::frontend {
+
+// The tensor's current IR value (throws ValueError for an undefined tensor).
+ir::Value value_of(const Tensor& t, const char* op);
+// A new tensor in the IR state holding `v`; checks the pending-graph size limit.
+Tensor wrap(ir::Value v);
+ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs = {});
+ir::Value unary(ir::OpKind op, ir::Value x);
+
+// A number as an IR value of `dtype`: 0 and 1 are baked constants, any other value is a fresh
+// device scalar (a parameter), so changing it never changes the graph hash.
+ir::Value scalar_value(const Scalar& s, DType dtype);
+ir::Value cast(ir::Value v, DType dtype);
+// Value of an operand converted to `dtype`.
+ir::Value operand_value(const Operand& o, DType dtype, const char* op);
+// Broadcasts v to `shape` (Reshape to add leading 1s, then Expand), or returns v when equal.
+ir::Value broadcast_to(ir::Value v, const Shape& shape);
+
+// The buffer holding t's value now; runs a program (a value read) if needed, and waits.
+BufferPtr read_buffer(const Tensor& t);
+
+// "add(float32[2, 3], int64[3])" for error messages.
+std::string describe(const char* op, const std::vector<Operand>& operands);
+Shape operand_shape(const Operand& o);
+// Wraps all reduction dims (empty = every dim), sorted and deduplicated.
+std::vector<int64_t> reduce_dims(const IntList& dims, int64_t rank, const char* op);
+
+}  // namespace lz::frontend

@@ -1,0 +1,59 @@
+// Indexing with integer tensors. Index values are data: they are checked when the program runs
+// (an out-of-range value raises at the wait point); shapes and dtypes are checked here.
+#include "ops/frontend.h"
+
+namespace lz {
+using frontend::node;
+using frontend::wrap;
+using ir::OpKind;
+
+namespace {
+void check_index(const char* op, const Tensor& x, const Tensor& index, int64_t rank_required) {
+  if (!x.defined() || !index.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+  if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32) {
+    throw TypeError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
+                    ", index " + std::string(dtype_name(index.dtype())) + shape_str(index.shape()) +
+                    "): the index must be an int32 or int64 tensor");
+  }
+  if (rank_required >= 0 && index.dim() != rank_required) {
+    throw ValueError(std::string(op) + ": the index must be " + std::to_string(rank_required) +
+                     "-D, got shape " + shape_str(index.shape()));
+  }
+}
+
+ir::Attrs dim_attr(int64_t d) {
+  ir::Attrs a;
+  a.ints = {d};
+  return a;
+}
+}  // namespace
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index("index_select", x, index, 1);
+  int64_t d = x.dim() == 0 ? (wrap_dim(dim, 0, "index_select") * 0) : wrap_dim(dim, x.dim(), "index_select");
+  return wrap(node(OpKind::IndexSelect, {frontend::value_of(x, "index_select"), frontend::value_of(index, "index_select")}, dim_attr(d)));
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_index("gather", x, index, x.defined() ? x.dim() : -1);
+  int64_t d = wrap_dim(dim, x.dim(), "gather");
+  return wrap(node(OpKind::Gather, {frontend::value_of(x, "gather"), frontend::value_of(index, "gather")}, dim_attr(d)));
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index("scatter_add", x, index, x.defined() ? x.dim() : -1);
+  if (!src.defined()) throw ValueError("scatter_add: got an undefined tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
+  ir::Value s = frontend::cast(frontend::value_of(src, "scatter_add"), x.dtype());
+  return wrap(node(OpKind::ScatterAdd, {frontend::value_of(x, "scatter_add"), frontend::value_of(index, "scatter_add"), s}, dim_attr(d)));
+}
+
+Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  check_index("index_copy", x, index, 1);
+  if (!src.defined()) throw ValueError("index_copy: got an undefined tensor");
+  int64_t d = wrap_dim(dim, x.dim(), "index_copy");
+  ir::Value s = frontend::cast(frontend::value_of(src, "index_copy"), x.dtype());
+  return wrap(node(OpKind::IndexCopy, {frontend::value_of(x, "index_copy"), frontend::value_of(index, "index_copy"), s}, dim_attr(d)));
+}
+
+}  // namespace lz

@@ -1,0 +1,189 @@
+// Reductions. Composite ones (mean, var, std, logsumexp, all, any) are written in primitives.
+#include <cmath>
+#include <limits>
+
+#include "ops/frontend.h"
+
+namespace lz {
+using frontend::node;
+using frontend::wrap;
+using ir::OpKind;
+
+namespace {
+
+std::string desc(const char* op, const Tensor& x) {
+  return std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
+}
+
+ir::Value reduce(OpKind op, ir::Value v, const std::vector<int64_t>& dims, bool keepdim) {
+  ir::Attrs a;
+  a.ints = dims;
+  a.flag = keepdim;
+  return node(op, {std::move(v)}, a);
+}
+
+// Elements per output: a shape-derived constant, baked like the shape itself (it changes only
+// when a leaf shape does, and that already changes the hash).
+int64_t reduced_count(const Shape& s, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= s[d];
+  return n;
+}
+
+ir::Value count_constant(int64_t n, DType dt) { return {ir::make_constant(static_cast<double>(n), dt), 0}; }
+
+ir::Value float_input(const char* op, const Tensor& x) {
+  ir::Value v = frontend::value_of(x, op);
+  if (!is_floating(v.dtype())) {
+    throw TypeError(desc(op, x) + ": needs a floating point input; call .to(lz::kFloat32) first");
+  }
+  return v;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::value_of(x, "sum");
+  auto d = frontend::reduce_dims(dims, x.dim(), "sum");
+  if (!is_floating(v.dtype())) v = frontend::cast(v, DType::Int64);  // as PyTorch
+  return wrap(reduce(OpKind::ReduceSum, v, d, keepdim));
+}
+
+Tensor prod(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::value_of(x, "prod");
+  auto d = frontend::reduce_dims(dims, x.dim(), "prod");
+  if (!is_floating(v.dtype())) v = frontend::cast(v, DType::Int64);
+  return wrap(reduce(OpKind::ReduceProd, v, d, keepdim));
+}
+
+Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = float_input("mean", x);
+  auto d = frontend::reduce_dims(dims, x.dim(), "mean");
+  ir::Value s = reduce(OpKind::ReduceSum, v, d, keepdim);
+  return wrap(node(OpKind::Div, {s, count_constant(reduced_count(x.shape(), d), v.dtype())}));
+}
+
+Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::value_of(x, "amax");
+  auto d = frontend::reduce_dims(dims, x.dim(), "amax");
+  return wrap(reduce(OpKind::ReduceMax, v, d, keepdim));
+}
+
+Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::value_of(x, "amin");
+  auto d = frontend::reduce_dims(dims, x.dim(), "amin");
+  return wrap(reduce(OpKind::ReduceMin, v, d, keepdim));
+}
+
+namespace {
+Tensor arg_reduce(const char* name, OpKind op, const Tensor& x, std::optional<int64_t> dim,
+                  bool keepdim) {
+  ir::Value v = frontend::value_of(x, name);
+  if (x.numel() == 0) throw ValueError(desc(name, x) + ": cannot take the " + name + " of an empty tensor");
+  ir::Attrs a;
+  a.flag = keepdim;
+  if (dim && x.dim() > 0) a.ints = {wrap_dim(*dim, x.dim(), name)};
+  else if (dim) wrap_dim(*dim, 0, name);
+  if (!dim || x.dim() == 0) {
+    // Over the flattened tensor: keepdim keeps every dim as size 1.
+    if (x.dim() > 1) {
+      ir::Attrs r;
+      r.ints = {x.numel()};
+      v = node(OpKind::Reshape, {v}, r);
+    }
+    if (x.dim() == 0) {
+      ir::Attrs r;
+      r.ints = {1};
+      v = node(OpKind::Reshape, {v}, r);
+    }
+    a.ints = {0};
+    a.flag = false;
+    ir::Value out = node(op, {v}, a);
+    if (keepdim && x.dim() > 0) {
+      ir::Attrs r;
+      r.ints = Shape(x.dim(), 1);
+      out = node(OpKind::Reshape, {out}, r);
+    }
+    return wrap(out);
+  }
+  return wrap(node(op, {v}, a));
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce("argmax", OpKind::ArgMax, x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce("argmin", OpKind::ArgMin, x, dim, keepdim);
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return {amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+}
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return {amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
+}
+Tensor max(const Tensor& x) { return amax(x); }
+Tensor min(const Tensor& x) { return amin(x); }
+
+Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  ir::Value v = float_input("var", x);
+  auto d = frontend::reduce_dims(dims, x.dim(), "var");
+  int64_t n = reduced_count(x.shape(), d);
+  ir::Value m = node(OpKind::Div, {reduce(OpKind::ReduceSum, v, d, true), count_constant(n, v.dtype())});
+  ir::Value c = node(OpKind::Sub, {v, m});
+  ir::Value ss = reduce(OpKind::ReduceSum, node(OpKind::Mul, {c, c}), d, keepdim);
+  // n - correction <= 0 gives inf/nan, as in PyTorch.
+  return wrap(node(OpKind::Div, {ss, count_constant(std::max<int64_t>(n - correction, 0), v.dtype())}));
+}
+
+Tensor std(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::value_of(x, "logsumexp");
+  if (!is_floating(v.dtype())) v = frontend::cast(v, default_float_dtype());
+  auto d = frontend::reduce_dims(dims, x.dim(), "logsumexp");
+  if (x.numel() == 0) {
+    // log(sum(exp(empty))) = log(0) = -inf, without a max over nothing.
+    ir::Value s = reduce(OpKind::ReduceSum, node(OpKind::Exp, {v}), d, keepdim);
+    return wrap(node(OpKind::Log, {s}));
+  }
+  ir::Value m = reduce(OpKind::ReduceMax, v, d, true);
+  // An infinite max (all -inf, or +inf) would give inf - inf = nan; shift by 0 there instead.
+  ir::Value zero{ir::make_constant(0, v.dtype()), 0};
+  ir::Value finite = node(OpKind::Lt, {node(OpKind::Abs, {m}),
+                                       ir::Value{ir::make_constant(std::numeric_limits<double>::infinity(), v.dtype()), 0}});
+  ir::Value shift = node(OpKind::Where, {finite, m, zero});
+  ir::Value s = reduce(OpKind::ReduceSum, node(OpKind::Exp, {node(OpKind::Sub, {v, shift})}), d, keepdim);
+  ir::Value shift_out = shift;
+  if (!keepdim) {
+    ir::Attrs r;
+    r.ints = s.shape();
+    shift_out = node(OpKind::Reshape, {shift}, r);
+  }
+  return wrap(node(OpKind::Add, {node(OpKind::Log, {s}), shift_out}));
+}
+
+Tensor all(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::cast(frontend::value_of(x, "all"), DType::Bool);
+  auto d = frontend::reduce_dims(dims, x.dim(), "all");
+  if (x.numel() == 0) {  // all() of nothing is true; min over nothing has no identity
+    ir::Value s = reduce(OpKind::ReduceSum, frontend::cast(frontend::unary(OpKind::BitwiseNot, v), DType::Int64), d, keepdim);
+    return wrap(node(OpKind::Eq, {s, ir::Value{ir::make_constant(0, DType::Int64), 0}}));
+  }
+  return wrap(reduce(OpKind::ReduceMin, v, d, keepdim));
+}
+
+Tensor any(const Tensor& x, const IntList& dims, bool keepdim) {
+  ir::Value v = frontend::cast(frontend::value_of(x, "any"), DType::Bool);
+  auto d = frontend::reduce_dims(dims, x.dim(), "any");
+  if (x.numel() == 0) {
+    ir::Value s = reduce(OpKind::ReduceSum, frontend::cast(v, DType::Int64), d, keepdim);
+    return wrap(node(OpKind::Ne, {s, ir::Value{ir::make_constant(0, DType::Int64), 0}}));
+  }
+  return wrap(reduce(OpKind::ReduceMax, v, d, keepdim));
+}
+
+}  // namespace lz

@@ -1,0 +1,187 @@
+#include "tensor/lazy_tensor.h"
+
+#include "core/metrics.h"
+#include "lazuli/error.h"
+#include "tensor/device.h"
+
+namespace lz::internal {
+
+const char* tensor_state_name(TensorState s) {
+  switch (s) {
+    case TensorState::DeviceData: return "device_data";
+    case TensorState::IR: return "ir";
+    case TensorState::Host: return "host";
+    case TensorState::View: return "view";
+  }
+  return "?";
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::create(DType dtype, Shape shape) {
+  std::shared_ptr<TensorImpl> t(new TensorImpl(dtype, std::move(shape)));
+  t->device_ = &default_device();
+  t->device_->registry.add(t.get(), &t->id_);
+  return t;
+}
+
+TensorImpl::~TensorImpl() {
+  if (device_) device_->registry.remove(this);
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::from_value(ir::Value v) {
+  auto t = create(v.dtype(), v.shape());
+  t->state_ = TensorState::IR;
+  t->ir_ = std::move(v);
+  return t;
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::from_buffer(BufferPtr b) {
+  auto t = create(b->dtype(), b->shape());
+  t->state_ = TensorState::DeviceData;
+  b->owner_tensor_id = t->id_;
+  t->buffer_ = std::move(b);
+  return t;
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::from_host(DType dtype, Shape shape,
+                                                  std::shared_ptr<Storage> s) {
+  auto t = create(dtype, std::move(shape));
+  t->state_ = TensorState::Host;
+  t->host_ = std::move(s);
+  return t;
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::make_view(const std::shared_ptr<TensorImpl>& of, ViewOp op,
+                                                  DType dtype, Shape out_shape) {
+  auto t = create(dtype, std::move(out_shape));
+  t->state_ = TensorState::View;
+  std::lock_guard<std::mutex> l(of->mu_);
+  if (of->state_ == TensorState::View) {  // flatten: a view's base is never a view
+    t->view_base_ = of->view_base_;
+    t->view_ops_ = of->view_ops_;
+  } else {
+    t->view_base_ = of;
+  }
+  t->view_ops_.push_back(std::move(op));
+  return t;
+}
+
+TensorState TensorImpl::state() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_;
+}
+
+ir::Value TensorImpl::value() {
+  std::lock_guard<std::mutex> l(mu_);
+  return value_locked();
+}
+
+ir::Value TensorImpl::value_locked() {
+  switch (state_) {
+    case TensorState::IR: return ir_;
+    case TensorState::DeviceData:
+      if (!data_node_) data_node_ = ir::make_device_data(buffer_);
+      return ir::Value{data_node_, 0};
+    case TensorState::Host: {
+      // The host copy made at creation becomes the device memory: on the CPU device the upload
+      // is a hand-over, but it is still the tensor's one transfer and is counted as such.
+      LZ_COUNTER("TransferToDevice", 1);
+      buffer_ = std::make_shared<DeviceBuffer>(dtype_, shape_, std::move(host_));
+      buffer_->owner_tensor_id = id_;
+      host_.reset();
+      state_ = TensorState::DeviceData;
+      data_node_ = ir::make_device_data(buffer_);
+      return ir::Value{data_node_, 0};
+    }
+    case TensorState::View: return view_value_locked();
+  }
+  return {};
+}
+
+ir::Value TensorImpl::view_value_locked() {
+  ir::Value v = view_base_->value();
+  if (view_cache_ && view_cache_base_ == v.node) return view_cache_;
+  view_cache_base_ = v.node;
+  for (const ViewOp& op : view_ops_) v = ir::Value{ir::make_node(op.op, {v}, op.attrs), 0};
+  view_cache_ = v;
+  return v;
+}
+
+namespace {
+
+// The base value after writing `update` into the view op's output, given the op's input `in`.
+ir::Value inverse_view(const ViewOp& op, const ir::Value& in, const ir::Value& update) {
+  switch (op.op) {
+    case ir::OpKind::Slice: return {ir::make_node(ir::OpKind::SliceScatter, {in, update}, op.attrs), 0};
+    case ir::OpKind::Permute: {
+      ir::Attrs inv;
+      inv.ints.resize(op.attrs.ints.size());
+      for (size_t i = 0; i < op.attrs.ints.size(); ++i) inv.ints[op.attrs.ints[i]] = static_cast<int64_t>(i);
+      return {ir::make_node(ir::OpKind::Permute, {update}, inv), 0};
+    }
+    case ir::OpKind::Reshape: {
+      ir::Attrs a;
+      a.ints = op.in_shape;
+      return {ir::make_node(ir::OpKind::Reshape, {update}, a), 0};
+    }
+    case ir::OpKind::Expand:
+      throw ValueError("in-place update of an expanded view is not supported: it would write one "
+                       "element several times (call .contiguous() first, or update the base)");
+    default: break;
+  }
+  throw Error("internal: not a view op: " + std::string(ir::op_name(op.op)));
+}
+
+}  // namespace
+
+void TensorImpl::set_value(ir::Value v) {
+  std::lock_guard<std::mutex> l(mu_);
+  set_value_locked(std::move(v));
+}
+
+void TensorImpl::set_value_locked(ir::Value v) {
+  if (v.dtype() != dtype_ || v.shape() != shape_) {
+    throw Error("internal: in-place value of shape " + shape_str(v.shape()) + " " +
+                std::string(dtype_name(v.dtype())) + " for tensor of shape " + shape_str(shape_));
+  }
+  if (state_ != TensorState::View) {
+    state_ = TensorState::IR;
+    ir_ = std::move(v);
+    // The old buffer keeps owner_tensor_id == id_: at a barrier it may be donated to our new value.
+    buffer_.reset();
+    data_node_.reset();
+    host_.reset();
+    return;
+  }
+  // Write through: recompute each link's input from the base, then fold the update back.
+  std::lock_guard<std::mutex> bl(view_base_->mu_);
+  ir::Value base = view_base_->value_locked();
+  std::vector<ir::Value> inputs{base};
+  for (size_t i = 0; i + 1 < view_ops_.size(); ++i) {
+    inputs.push_back({ir::make_node(view_ops_[i].op, {inputs.back()}, view_ops_[i].attrs), 0});
+  }
+  ir::Value upd = std::move(v);
+  for (size_t i = view_ops_.size(); i-- > 0;) upd = inverse_view(view_ops_[i], inputs[i], upd);
+  view_base_->set_value_locked(std::move(upd));
+}
+
+ir::Value TensorImpl::pending_ir() {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_ == TensorState::IR ? ir_ : ir::Value{};
+}
+
+void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
+  state_ = TensorState::DeviceData;
+  buffer->owner_tensor_id = id_;
+  buffer_ = std::move(buffer);
+  data_node_.reset();
+  ir_ = {};
+}
+
+BufferPtr TensorImpl::buffer() {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_ == TensorState::DeviceData ? buffer_ : nullptr;
+}
+
+}  // namespace lz::internal

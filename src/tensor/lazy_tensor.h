@@ -1,0 +1,95 @@
+// LazyTensor: the shared data behind a user's Tensor handle, in one of four states
+// (DESIGN.md section 2):
+//   device data  a DeviceBuffer (maybe a placeholder an in-flight execution fills)
+//   ir           an IR value nobody has computed yet
+//   host         a host copy of the user's data, uploaded the first time a graph uses it
+//   view         a chain of view ops over a base tensor (never itself a view); in-place updates
+//                write through to the base
+//
+// Locking: `mu` guards the state fields of one TensorImpl. A view locks itself, then its base;
+// nothing locks in the other order. The live-tensor registry's lock is never taken while holding
+// a tensor's lock except in the destructor (which holds no tensor lock).
+#pragma once
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "ir/node.h"
+
+namespace lz::internal {
+
+enum class TensorState { DeviceData, IR, Host, View };
+const char* tensor_state_name(TensorState s);
+
+// One link of a view chain: an IR movement op applied to a value of `in_shape`.
+struct ViewOp {
+  ir::OpKind op;  // Slice, Permute, Reshape or Expand
+  ir::Attrs attrs;
+  Shape in_shape;
+};
+
+class Device;
+
+class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
+ public:
+  // Every constructor registers the tensor with the device's live-tensor registry via create().
+  static std::shared_ptr<TensorImpl> from_value(ir::Value v);
+  static std::shared_ptr<TensorImpl> from_buffer(BufferPtr b);
+  static std::shared_ptr<TensorImpl> from_host(DType dtype, Shape shape, std::shared_ptr<Storage> s);
+  static std::shared_ptr<TensorImpl> make_view(const std::shared_ptr<TensorImpl>& of, ViewOp op,
+                                               DType dtype, Shape out_shape);
+  ~TensorImpl();
+
+  int64_t id() const { return id_; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  TensorState state() const;
+
+  // The IR value of this tensor now: wraps device data in a (cached) DeviceData leaf, uploads a
+  // host tensor, or applies a view chain to the base's current value.
+  ir::Value value();
+  // In-place update: the tensor (or, through a view, its base) takes a new IR value.
+  void set_value(ir::Value v);
+
+  // Executor side. Pending IR of a non-view tensor, or an empty value.
+  ir::Value pending_ir();
+  // After scheduling: replace the IR `expected` (if still current) by device data.
+  void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // The device buffer of a tensor in the device-data state, or null.
+  BufferPtr buffer();
+  std::shared_ptr<TensorImpl> view_base() const { return view_base_; }
+
+  // Live-tensor registry links (guarded by the registry's mutex).
+  TensorImpl* reg_prev = nullptr;
+  TensorImpl* reg_next = nullptr;
+
+ private:
+  TensorImpl(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape);
+  ir::Value view_value_locked();
+  ir::Value value_locked();
+  void set_value_locked(ir::Value v);
+
+  int64_t id_ = 0;
+  Device* device_ = nullptr;
+  const DType dtype_;
+  const Shape shape_;
+
+  mutable std::mutex mu_;  // guards everything below
+  TensorState state_ = TensorState::IR;
+  BufferPtr buffer_;             // DeviceData
+  ir::NodePtr data_node_;        // DeviceData: the one leaf for buffer_ ("asking twice returns the same node")
+  ir::Value ir_;                 // IR
+  std::shared_ptr<Storage> host_;  // Host
+  std::shared_ptr<TensorImpl> view_base_;  // View
+  std::vector<ViewOp> view_ops_;           // View, applied base-first
+  ir::NodePtr view_cache_base_;            // View: base node the cached value was built from
+  ir::Value view_cache_;
+
+  friend class Device;
+};
+
+using TensorImplPtr = std::shared_ptr<TensorImpl>;
+
+}  // namespace lz::internal
