@@ -1,0 +1,29 @@
+// run_kernel: routes each primitive to its family's kernel by the op table's class. The kernels
+// themselves live in kernels_elementwise.cpp, kernels_reduce.cpp and kernels_movement.cpp.
+#include <string>
+
+#include "backend/interp/kernels_impl.h"
+
+namespace lz::interp {
+
+void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
+                MutArray out) {
+  switch (ir::op_info(op).cls) {
+    case ir::OpClass::Leaf:
+      // DeviceData is a buffer the executor binds, never computed.
+      if (op == ir::OpKind::DeviceData) break;
+      return run_leaf(op, attrs, out);
+    case ir::OpClass::Random: return run_random(op, inputs[0], out);
+    case ir::OpClass::Unary: return run_unary(op, inputs[0], out);
+    case ir::OpClass::Binary: return run_binary(op, inputs[0], inputs[1], out);
+    case ir::OpClass::Compare: return run_compare(op, inputs[0], inputs[1], out);
+    case ir::OpClass::Ternary: return run_where(inputs[0], inputs[1], inputs[2], out);
+    case ir::OpClass::Reduction: return run_reduction(op, attrs, inputs[0], out);
+    case ir::OpClass::Library: return run_matmul(inputs[0], inputs[1], out);
+    case ir::OpClass::Movement: return run_movement(op, attrs, inputs, out);
+    case ir::OpClass::Index: return run_index(op, attrs, inputs, out);
+  }
+  throw Error("interp: no reference kernel for " + std::string(ir::op_name(op)));
+}
+
+}  // namespace lz::interp
