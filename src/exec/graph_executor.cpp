@@ -292,6 +292,7 @@ void raise_pending_async_error() {
 
 void resize_compile_cache(size_t n) { compile_cache().resize(n); }
 size_t compile_cache_entries() { return compile_cache().size(); }
+void clear_compile_cache() { compile_cache().clear(); }
 
 void maybe_cut_large_graph() {
   auto& dev = internal::default_device();

@@ -71,6 +71,7 @@ void wait_all_executions();
 void raise_pending_async_error();
 
 void resize_compile_cache(size_t n);
+void clear_compile_cache();
 size_t compile_cache_entries();
 
 // The step marker (exec/step.cpp).

@@ -1,0 +1,209 @@
+// Tensor states, the executor's routes (sync, sync_tensors, value reads), asynchronous execution
+// and its errors, step closures, the graph-size cut, the shape cache, and dumps.
+#include <thread>
+
+#include "ir/shape_inference.h"
+#include "test_util.h"
+
+namespace lz {
+namespace {
+
+using Executor = testing::RuntimeTest;
+using TensorStates = testing::RuntimeTest;
+
+TEST_F(TensorStates, HostThenDeviceDataThenIrThenDeviceData) {
+  Tensor a = tensor<float>({1, 2, 3}, {3});
+  EXPECT_EQ(debug::tensor_state(a), "host");
+  Tensor b = a + 1.5f;
+  EXPECT_EQ(debug::tensor_state(a), "device_data");  // uploaded on first use in a graph
+  EXPECT_EQ(debug::tensor_state(b), "ir");
+  lz::sync(true);
+  EXPECT_EQ(debug::tensor_state(b), "device_data");
+  b *= 2.0f;
+  EXPECT_EQ(debug::tensor_state(b), "ir");
+  Tensor v = b.slice(0, 0, 2);
+  EXPECT_EQ(debug::tensor_state(v), "view");
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{5, 7}));
+  EXPECT_EQ(debug::tensor_state(v), "view");
+}
+
+TEST_F(TensorStates, HostTensorUploadsOnceAndCountsOneTransfer) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor b = a + a;
+  Tensor c = a * a;
+  EXPECT_EQ(counter("TransferToDevice"), 1);
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{1, 4}));
+  EXPECT_EQ(counter("TransferFromDevice"), 2);
+}
+
+TEST_F(TensorStates, ReadingAHostTensorRunsNothing) {
+  Tensor a = tensor<int64_t>({4, 5}, {2});
+  EXPECT_EQ(a.to_vector<int64_t>(), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 0);
+}
+
+TEST_F(TensorStates, LiveTensorRegistryTracksCreationAndDestruction) {
+  int64_t before = debug::live_tensor_count();
+  {
+    Tensor a = zeros({2});
+    Tensor b = a + 1.0f;
+    EXPECT_EQ(debug::live_tensor_count(), before + 2);
+    EXPECT_LT(a.id(), b.id());
+  }
+  EXPECT_EQ(debug::live_tensor_count(), before);
+}
+
+TEST_F(Executor, SyncWithNothingPendingRunsNothing) {
+  Tensor a = tensor<float>({1}, {1});
+  lz::sync(true);
+  lz::sync(true);
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 0);
+  EXPECT_EQ(counter("MarkStep"), 2);
+}
+
+TEST_F(Executor, SyncReturnsOnceScheduledAndReadsWait) {
+  Tensor a = tensor<float>({1, 2, 3, 4}, {4});
+  Tensor y = (a * a).sum();
+  lz::sync();  // does not wait
+  EXPECT_EQ(debug::tensor_state(y), "device_data");  // a placeholder until the program runs
+  EXPECT_FLOAT_EQ(y.item<float>(), 30.0f);
+}
+
+TEST_F(Executor, SyncTensorsSyncsOnlyTheListedTensors) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor x = a + 1.0f, y = a + 2.0f;
+  lz::sync_tensors({x}, true);
+  EXPECT_EQ(debug::tensor_state(x), "device_data");
+  EXPECT_EQ(debug::tensor_state(y), "ir");
+}
+
+TEST_F(Executor, FailingProgramRaisesAtTheNextWaitAndTheNextStepRuns) {
+  Tensor x = tensor<float>({1, 2, 3}, {3});
+  Tensor idx = tensor<int64_t>({0, 7}, {2});  // 7 is out of range: known only when it runs
+  Tensor bad = index_select(x, 0, idx);
+  lz::sync();  // scheduled; the failure happens on the executor thread
+  EXPECT_THROW(lz::wait(), ExecutionError);
+  lz::wait();  // raised once, then cleared
+  Tensor ok = x * 2.0f;
+  lz::sync(true);
+  EXPECT_EQ(ok.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_THROW(bad.to_vector<float>(), ExecutionError);  // its value never came
+}
+
+TEST_F(Executor, AsyncErrorIsRaisedByTheNextSync) {
+  Tensor x = tensor<float>({1, 2, 3}, {3});
+  Tensor bad = index_select(x, 0, tensor<int64_t>({-1}, {1}));
+  lz::sync();
+  try {
+    lz::sync(true);
+    // The error may surface here or at the wait below, never get lost.
+    lz::wait();
+    ADD_FAILURE() << "the asynchronous error was lost";
+  } catch (const ExecutionError& e) {
+    EXPECT_NE(std::string(e.what()).find("index_select"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("graph"), std::string::npos) << e.what();
+  }
+  Tensor y = x + 1.0f;
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 3, 4}));
+}
+
+TEST_F(Executor, ValueReadOfAFailedProgramRaisesOnceNotAgainAtSync) {
+  Tensor x = tensor<float>({1, 2, 3}, {3});
+  Tensor bad = index_select(x, 0, tensor<int64_t>({5}, {1}));
+  EXPECT_THROW(bad.item<float>(), ExecutionError);
+  EXPECT_NO_THROW(lz::sync(true));
+}
+
+TEST_F(Executor, StepClosuresRunAfterTheBarrierInOrderAndSeeValues) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor loss = (a * 3.0f).sum();
+  std::vector<float> seen;
+  lz::add_step_closure([&] { seen.push_back(loss.item<float>()); });
+  lz::add_step_closure([&] { seen.push_back(loss.item<float>() + 1); });
+  EXPECT_TRUE(seen.empty());
+  lz::sync();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_FLOAT_EQ(seen[0], 9.0f);
+  EXPECT_FLOAT_EQ(seen[1], 10.0f);
+  // Both closures read the barrier's result: no extra program ran.
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 1);
+  lz::sync();
+  EXPECT_EQ(seen.size(), 2u);  // closures run once
+}
+
+TEST_F(Executor, RunawayGraphIsCutAsGraphTooLarge) {
+  mutable_config().max_pending_nodes = 200;
+  Tensor x = tensor<float>({0}, {1});
+  for (int i = 0; i < 1000; ++i) x = x + 1.5f;
+  EXPECT_GE(counter("GraphTooLargeCut"), 3);
+  EXPECT_FLOAT_EQ(x.item<float>(), 1500.0f);
+}
+
+TEST_F(Executor, ShapeCacheIsBoundedByItsSize) {
+  ir::resize_shape_cache(8);
+  Tensor a = zeros({3});
+  for (int i = 1; i < 40; ++i) Tensor b = a.reshape({3, 1}).expand({3, i});
+  EXPECT_LE(ir::shape_cache_size(), 8u);
+  ir::resize_shape_cache(static_cast<size_t>(config().ir_shape_cache_size));
+}
+
+TEST_F(Executor, DumpsAndGraphHashCompileAndRunNothing) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor y = (a.exp() + 1.0f).sum();
+  std::string text = debug::dump_graph({y});
+  std::string dot = debug::dump_graph({y}, "dot");
+  std::string h = debug::graph_hash({y});
+  EXPECT_NE(text.find("exp"), std::string::npos);
+  EXPECT_NE(text.find("reduce_sum"), std::string::npos);
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_EQ(h.size(), 32u);
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 0);
+  EXPECT_EQ(debug::tensor_state(y), "ir");
+  EXPECT_THROW(debug::dump_graph({y}, "svg"), ValueError);
+}
+
+TEST_F(Executor, RecordingFromSeveralThreadsIsSafe) {
+  Tensor base = tensor<float>({1, 2, 3, 4}, {4});
+  std::vector<std::thread> threads;
+  std::vector<float> sums(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Tensor x = base;
+      for (int i = 0; i < 50; ++i) x = x + static_cast<float>(t);
+      sums[t] = x.sum().item<float>();
+      lz::sync();
+    });
+  }
+  for (auto& th : threads) th.join();
+  lz::wait();
+  for (int t = 0; t < 4; ++t) EXPECT_FLOAT_EQ(sums[t], 10.0f + 4 * 50.0f * t);
+}
+
+TEST_F(Executor, ConfigRejectsMalformedEnvironmentValues) {
+  setenv("LAZULI_COMPILATION_CACHE_SIZE", "lots", 1);
+  EXPECT_THROW(reload_config(), ValueError);
+  unsetenv("LAZULI_COMPILATION_CACHE_SIZE");
+  setenv("LAZULI_BACKEND", "tpu", 1);
+  EXPECT_THROW(reload_config(), ValueError);
+  unsetenv("LAZULI_BACKEND");
+  reload_config();
+  EXPECT_EQ(config().compilation_cache_size, 2048);
+}
+
+TEST_F(Executor, MetricsReportsListCountersAndTimes) {
+  Tensor y = tensor<float>({1, 2}, {2}).exp();
+  y.to_vector<float>();
+  std::string full = debug::metrics_report();
+  std::string brief = debug::short_metrics_report();
+  EXPECT_NE(full.find("UncachedCompile"), std::string::npos);
+  EXPECT_NE(full.find("ExecuteTime"), std::string::npos);
+  EXPECT_NE(brief.find("CompileTime"), std::string::npos);
+  auto d = debug::metric_data("ExecuteTime");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_GE(d->count, 1);
+  EXPECT_EQ(debug::counter_value("NoSuchCounter"), 0);
+}
+
+}  // namespace
+}  // namespace lz

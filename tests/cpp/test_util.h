@@ -1,0 +1,35 @@
+// Shared fixture for runtime-behaviour tests: every test starts from an empty compile cache and
+// counters at zero, with the default configuration, so cache counters mean what they say.
+#pragma once
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+#include "core/metrics.h"
+#include "exec/graph_executor.h"
+#include "lazuli/lazuli.h"
+
+namespace lz::testing {
+
+class RuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lz::wait();
+    saved_ = lz::config();
+    lz::clear_compile_cache();
+    lz::debug::clear_counters();
+  }
+  void TearDown() override {
+    try {
+      lz::wait();
+    } catch (const lz::Error&) {
+    }
+    lz::mutable_config() = saved_;
+    lz::resize_compile_cache(static_cast<size_t>(saved_.compilation_cache_size));
+  }
+  static int64_t counter(const char* name) { return lz::debug::counter_value(name); }
+
+ private:
+  lz::Config saved_;
+};
+
+}  // namespace lz::testing
