@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up everything (system packages, build) and runs every test:
+#   1. the C++ tests (GoogleTest under ctest) on a Release build;
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (skip with
+#      LAZULI_SKIP_SANITIZERS=1 for a quick local run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${LAZULI_JOBS:-$(nproc)}
+
+bash scripts/setup.sh build
+echo "== C++ tests (Release) =="
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+if [ "${LAZULI_SKIP_SANITIZERS:-0}" != "1" ]; then
+  echo "== C++ tests (ASan + UBSan) =="
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLAZULI_SANITIZE=ON \
+        -DLAZULI_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan --target lazuli_tests
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+fi
