@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
+  python3-dev pybind11-dev                         # the Python extension lazuli._C
+  python3-numpy python3-pytest                     # numpy interop; the Python tests
 )
 
 missing=()
@@ -26,5 +28,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DLAZULI_BUILD_PYTHON=ON >/dev/null
 cmake --build "$BUILD_DIR"

@@ -12,6 +12,7 @@ namespace lz {
 // A tensor or a number, for ops that accept either on each side.
 class Operand {
  public:
+  Operand() : scalar_(0) {}
   Operand(const Tensor& t) : tensor_(t), scalar_(false) {}
   Operand(const Scalar& s) : scalar_(s) {}
   Operand(bool v) : scalar_(v) {}

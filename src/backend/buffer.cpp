@@ -32,6 +32,11 @@ void Execution::wait() const {
   if (error_) std::rethrow_exception(error_);
 }
 
+bool Execution::wait_for_ms(int ms) const {
+  std::unique_lock<std::mutex> l(mu_);
+  return cv_.wait_for(l, std::chrono::milliseconds(ms), [&] { return done_; });
+}
+
 bool Execution::done() const {
   std::lock_guard<std::mutex> l(mu_);
   return done_;

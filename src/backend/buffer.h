@@ -37,6 +37,8 @@ class Execution {
   void complete(std::exception_ptr error);
   // Blocks until completed; rethrows the error (as an ExecutionError) if there was one.
   void wait() const;
+  // Waits at most `ms` milliseconds; true when completed (does not throw).
+  bool wait_for_ms(int ms) const;
   bool done() const;
   std::exception_ptr error() const;
 

@@ -26,6 +26,11 @@ void DeviceExecutor::wait_all() {
   idle_cv_.wait(l, [&] { return queue_.empty() && !busy_; });
 }
 
+bool DeviceExecutor::wait_all_for_ms(int ms) {
+  std::unique_lock<std::mutex> l(mu_);
+  return idle_cv_.wait_for(l, std::chrono::milliseconds(ms), [&] { return queue_.empty() && !busy_; });
+}
+
 std::exception_ptr DeviceExecutor::take_error() {
   std::lock_guard<std::mutex> l(mu_);
   std::exception_ptr e = std::move(error_);

@@ -23,6 +23,8 @@ class DeviceExecutor {
   void schedule(std::shared_ptr<Execution> exec, std::function<void()> task);
   // Blocks until everything scheduled so far has finished.
   void wait_all();
+  // Waits at most `ms` milliseconds; true when everything scheduled so far has finished.
+  bool wait_all_for_ms(int ms);
   // The pending asynchronous error, cleared; null when none.
   std::exception_ptr take_error();
   // A value read that raised `exec`'s own error need not raise it again at the next sync.

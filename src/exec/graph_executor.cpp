@@ -1,6 +1,7 @@
 #include "exec/graph_executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <unordered_set>
@@ -8,6 +9,7 @@
 #include "core/config.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
+#include "exec/cut_record.h"
 #include "exec/device_executor.h"
 #include "lazuli/error.h"
 #include "tensor/device.h"
@@ -164,22 +166,27 @@ Hash128 graph_hash(const Roots& roots, const PostOrder& po,
 namespace {
 
 std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& roots,
-                                              const PostOrder& po) {
+                                              const PostOrder& po, CutRecord& record) {
   CompileCache& cache = compile_cache();
   if (auto exe = cache.get(hash)) {
     LZ_COUNTER("CachedCompile", 1);
     return exe;
   }
   LZ_COUNTER("UncachedCompile", 1);
+  record.compiled = true;
   std::shared_ptr<Executable> exe;
   {
-    LZ_TIMED("CompileTime");
+    static TimedMetric* compile_time = get_metric("CompileTime");
+    auto start = std::chrono::steady_clock::now();
     LoweringGraph g;
     g.post_order = po.nodes;
     g.param_slot = po.param_slot;
     g.num_params = static_cast<int>(po.params.size());
     g.roots = roots.values;
     exe = active_backend().compile(g);
+    record.compile_ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    compile_time->add_sample(record.compile_ns);
   }
   if (size_t evicted = cache.add(hash, exe)) LZ_COUNTER("CompileCacheEviction", static_cast<int64_t>(evicted));
   return exe;
@@ -235,9 +242,12 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
                               const SyncConfig& cfg) {
   SyncResult res;
   std::shared_ptr<Execution> exec;
+  // The user's call site, asked before taking the executor lock (the provider may run Python).
+  std::vector<UserFrame> frames = user_frames(config().debug > 0 ? config().debug_max_frame : 1);
   {
     std::lock_guard<std::mutex> l(executor_mutex());
-    Roots roots = collect(tensors, /*include_views=*/!cfg.sync_data || cfg.reason == CutReason::ValueRead);
+    // Reads may ask for views (computed, not stored); barriers never sync views.
+    Roots roots = collect(tensors, /*include_views=*/!cfg.barrier);
     if (roots.values.empty()) {
       if (cfg.wait) wait_all_executions();
       return res;
@@ -246,7 +256,19 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     std::vector<std::pair<int, int>> donations;
     if (cfg.barrier && config().enable_param_aliasing) donations = find_donations(roots, po);
     res.hash = graph_hash(roots, po, donations);
-    std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po);
+    CutRecord record;
+    record.reason = cfg.reason;
+    record.hash = res.hash;
+    record.nodes = po.nodes.size();
+    record.inputs = po.params.size();
+    record.outputs = roots.values.size();
+    record.frames = std::move(frames);
+    std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
+    if (cfg.reason == CutReason::EagerOp) {
+      LZ_COUNTER("EagerOpExecute", 1);
+      if (record.compiled) LZ_COUNTER("EagerOpCompile", 1);
+    }
+    cut_log().add(std::move(record));
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
     exec = std::make_shared<Execution>();
@@ -293,6 +315,12 @@ void raise_pending_async_error() {
 void resize_compile_cache(size_t n) { compile_cache().resize(n); }
 size_t compile_cache_entries() { return compile_cache().size(); }
 void clear_compile_cache() { compile_cache().clear(); }
+
+namespace {
+std::atomic<bool> g_eager{false};
+}
+void set_eager_mode(bool enabled) { g_eager.store(enabled); }
+bool eager_mode() { return g_eager.load(std::memory_order_relaxed); }
 
 void maybe_cut_large_graph() {
   auto& dev = internal::default_device();

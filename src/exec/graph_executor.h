@@ -75,9 +75,13 @@ void clear_compile_cache();
 size_t compile_cache_entries();
 
 // The step marker (exec/step.cpp).
-void step_barrier(bool wait, bool reset_scope);
+void step_barrier(bool wait, bool reset_scope, CutReason reason = CutReason::UserSync);
 void register_step_closure(std::function<void()> fn);
 int64_t step_count();
+
+// Eager mode: every recorded op is synced at once as its own program (cut reason eager-op).
+void set_eager_mode(bool enabled);
+bool eager_mode();
 
 // Cut for graph-too-large when the nodes recorded since the last barrier pass the limit.
 void maybe_cut_large_graph();

@@ -36,14 +36,14 @@ int64_t step_count() {
   return s.step;
 }
 
-void step_barrier(bool wait, bool reset_scope) {
+void step_barrier(bool wait, bool reset_scope, CutReason reason) {
   // An error of an earlier asynchronous run surfaces here, once; this step is not run.
   raise_pending_async_error();
   auto& dev = internal::default_device();
   SyncConfig cfg;
   cfg.barrier = true;
   cfg.wait = wait;
-  cfg.reason = CutReason::UserSync;
+  cfg.reason = reason;
   // Views are excluded by collect(): they hold no IR of their own.
   SyncResult r = sync_tensors_graph(dev.registry.snapshot(), cfg);
   LZ_COUNTER("MarkStep", 1);

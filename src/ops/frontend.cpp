@@ -14,6 +14,13 @@ ir::Value value_of(const Tensor& t, const char* op) {
 
 Tensor wrap(ir::Value v) {
   Tensor t(internal::TensorImpl::from_value(std::move(v)));
+  if (eager_mode()) {
+    // Each op is its own small program, cached per op signature like any graph.
+    SyncConfig cfg;
+    cfg.reason = CutReason::EagerOp;
+    sync_tensors_graph({t.impl()}, cfg);
+    return t;
+  }
   maybe_cut_large_graph();
   return t;
 }

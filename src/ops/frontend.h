@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cut_reason.h"
 #include "ir/node.h"
 #include "lazuli/ops.h"
 #include "tensor/lazy_tensor.h"
@@ -28,6 +29,11 @@ ir::Value broadcast_to(ir::Value v, const Shape& shape);
 
 // The buffer holding t's value now; runs a program (a value read) if needed, and waits.
 BufferPtr read_buffer(const Tensor& t);
+// The two halves of read_buffer, for callers that wait in slices (Python honours Ctrl-C):
+// schedule_read returns the buffer (maybe a placeholder); finish_read waits for it, raises its
+// execution's error (once), and counts the transfer.
+BufferPtr schedule_read(const Tensor& t, CutReason reason);
+void finish_read(const BufferPtr& b);
 
 // "add(float32[2, 3], int64[3])" for error messages.
 std::string describe(const char* op, const std::vector<Operand>& operands);

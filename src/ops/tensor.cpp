@@ -23,8 +23,7 @@ int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size"
 
 namespace frontend {
 
-// The buffer holding t's value now, running a program (a value read) if needed. Waits.
-BufferPtr read_buffer(const Tensor& t) {
+BufferPtr schedule_read(const Tensor& t, CutReason reason) {
   const auto& impl = t.impl();
   if (!impl) throw ValueError("value read of an undefined tensor");
   BufferPtr b = impl->buffer();
@@ -41,7 +40,7 @@ BufferPtr read_buffer(const Tensor& t) {
     cfg.sync_data = true;
     cfg.barrier = false;
     cfg.wait = false;
-    cfg.reason = CutReason::ValueRead;
+    cfg.reason = reason;
     SyncResult r = sync_tensors_graph({impl}, cfg);
     for (size_t i = 0; i < r.tensors.size(); ++i) {
       if (r.tensors[i] == impl) b = r.outputs[i];
@@ -49,6 +48,10 @@ BufferPtr read_buffer(const Tensor& t) {
     if (!b) b = impl->buffer();  // another thread synced it meanwhile
     if (!b) throw Error("internal: value read produced no buffer");
   }
+  return b;
+}
+
+void finish_read(const BufferPtr& b) {
   try {
     b->wait();
   } catch (...) {
@@ -56,6 +59,11 @@ BufferPtr read_buffer(const Tensor& t) {
     throw;
   }
   LZ_COUNTER("TransferFromDevice", 1);
+}
+
+BufferPtr read_buffer(const Tensor& t) {
+  BufferPtr b = schedule_read(t, CutReason::ValueRead);
+  finish_read(b);
   return b;
 }
 
@@ -151,7 +159,7 @@ std::string Tensor::to_string() const {
   };
   rec(0, 0);
   if (dt != DType::Float32 && dt != DType::Int64 && dt != DType::Bool) {
-    out += ", dtype=lz." + std::string(dtype_name(dt));
+    out += ", dtype=lazuli." + std::string(dtype_name(dt));
   }
   if (numel() == 0 && s.size() > 1) out += ", size=" + shape_str(s);
   return out + ")";

@@ -1,0 +1,41 @@
+"""Lazuli: a lazy tensor runtime. ``import lazuli as lz``.
+
+Ops record a graph; ``lz.sync()`` (the step barrier) compiles it once and runs it; reading a
+value (``item``, ``numpy``, ``print``) runs what it needs. See docs/getting-started.md.
+"""
+import os as _os
+
+from . import _C
+from ._C import (  # noqa: F401  (the public names of API.md)
+    Tensor, Error, ExecutionError,
+    from_numpy, zeros, ones, full, zeros_like, ones_like, full_like, arange, eye, rand, randn,
+    randint, manual_seed,
+    exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu, erf, floor, ceil,
+    round, sign, abs, neg, reciprocal, logical_not, bitwise_not,
+    add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
+    logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, where, clamp,
+    sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, logsumexp, all, any,
+    matmul, reshape, flatten, squeeze, unsqueeze, transpose, permute, broadcast_to, cat, concat,
+    stack, split, chunk, index_select, gather, scatter_add, result_type,
+    sync, sync_tensors, wait, add_step_closure, device_count, backend,
+)
+from ._tensor import tensor  # noqa: F401
+from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
+from . import debug  # noqa: F401
+
+dtype = _C.dtype
+_dtype_names = {int(v): k for k, v in dtype.__members__.items()}
+dtype.__repr__ = dtype.__str__ = lambda self: f"lazuli.{_dtype_names[int(self)]}"
+float32 = _C.dtype.float32
+float64 = _C.dtype.float64
+int32 = _C.dtype.int32
+int64 = _C.dtype.int64
+bool = _C.dtype.bool  # noqa: A001  (PyTorch's spelling: lz.bool)
+float = float32  # noqa: A001
+double = float64
+long = int64
+
+__version__ = "0.1.0"
+
+# Frames inside this package are the library's; the first frame outside is the user's call site.
+_C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)

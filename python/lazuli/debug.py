@@ -1,0 +1,6 @@
+"""Debug and metrics. Nothing here compiles or runs a program."""
+from ._C.debug import (  # noqa: F401
+    metrics_report, short_metrics_report, counter_value, metric_data, counter_names,
+    metric_names, clear_counters, clear_metrics, tensor_state, graph_hash, dump_graph,
+    live_tensor_count, explain_recompiles, recent_cuts, clear_recent_cuts,
+)

@@ -1,0 +1,207 @@
+// lazuli._C: module setup, error translation, dtypes, argument conversion and the Python
+// frame provider for call sites.
+#include <string>
+
+#include "bindings.h"
+#include "exec/cut_record.h"
+#include "ops/frontend.h"
+
+namespace pybind11::detail {
+bool type_caster<lz::Operand>::load(handle src, bool convert) {
+  if (py::isinstance<lz::Tensor>(src)) {
+    value = lz::Operand(src.cast<lz::Tensor>());
+    return true;
+  }
+  if (PyBool_Check(src.ptr())) {
+    value = lz::Operand(src.ptr() == Py_True);
+    return true;
+  }
+  if (PyLong_Check(src.ptr())) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
+    if (overflow) return false;
+    value = lz::Operand(v);
+    return true;
+  }
+  if (PyFloat_Check(src.ptr())) {
+    value = lz::Operand(PyFloat_AsDouble(src.ptr()));
+    return true;
+  }
+  if (!convert) return false;
+  // numpy scalars and 0-d arrays keep their kind: integers stay integers.
+  py::object o = py::reinterpret_borrow<py::object>(src);
+  if (py::hasattr(o, "dtype") && py::hasattr(o, "ndim") && o.attr("ndim").cast<int>() == 0) {
+    std::string kind = py::str(o.attr("dtype").attr("kind"));
+    if (kind == "b") { value = lz::Operand(o.cast<bool>()); return true; }
+    if (kind == "i" || kind == "u") { value = lz::Operand(o.cast<long long>()); return true; }
+    if (kind == "f") { value = lz::Operand(o.cast<double>()); return true; }
+    return false;
+  }
+  if (PyIndex_Check(src.ptr())) {
+    value = lz::Operand(o.cast<long long>());
+    return true;
+  }
+  return false;
+}
+}  // namespace pybind11::detail
+
+namespace lzpy {
+namespace {
+
+std::string g_package_dir;  // frames under it belong to lazuli, not to the user
+
+std::vector<lz::UserFrame> python_frames(int max_frames) {
+  std::vector<lz::UserFrame> out;
+  if (!Py_IsInitialized()) return out;
+  py::gil_scoped_acquire gil;
+  PyFrameObject* f = PyEval_GetFrame();
+  if (f) Py_INCREF(f);
+  while (f && static_cast<int>(out.size()) < max_frames) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    std::string file = py::str(code->co_filename);
+    if (g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0) {
+      out.push_back({file, PyFrame_GetLineNumber(f), std::string(py::str(code->co_name))});
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  return out;
+}
+
+}  // namespace
+
+lz::IntList dims_arg(const py::object& dim) {
+  if (dim.is_none()) return {};
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<std::vector<int64_t>>();
+}
+
+lz::IntList shape_arg(const py::object& obj) {
+  if (py::isinstance<py::int_>(obj)) return {obj.cast<int64_t>()};
+  if (py::isinstance<py::tuple>(obj) || py::isinstance<py::list>(obj)) {
+    lz::IntList out;
+    for (py::handle h : obj) {
+      if (!py::isinstance<py::int_>(h) && !py::hasattr(h, "__index__")) {
+        throw py::type_error("shape entries must be ints, got " + std::string(py::str(py::type::of(h).attr("__name__"))));
+      }
+      out.push_back(h.cast<int64_t>());
+    }
+    return out;
+  }
+  throw py::type_error("a shape must be an int, a tuple or a list of ints, got " +
+                       std::string(py::str(py::type::of(obj).attr("__name__"))));
+}
+
+lz::IntList shape_args(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return shape_arg(args[0]);
+  lz::IntList out;
+  for (py::handle h : args) out.push_back(shape_arg(py::reinterpret_borrow<py::object>(h)).at(0));
+  return out;
+}
+
+lz::DType dtype_arg(const py::object& dt, lz::DType fallback) {
+  if (dt.is_none()) return fallback;
+  if (py::isinstance<lz::DType>(dt)) return dt.cast<lz::DType>();
+  throw py::type_error("dtype must be a lazuli dtype (lz.float32, lz.float64, lz.int32, lz.int64, lz.bool), got " +
+                       std::string(py::repr(dt)));
+}
+
+void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
+  if (!exec) return;
+  for (;;) {
+    bool done;
+    {
+      py::gil_scoped_release release;
+      done = exec->wait_for_ms(50);
+    }
+    if (done) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+}
+
+py::array to_numpy(const lz::Tensor& t) {
+  lz::BufferPtr b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead);
+  wait_interruptibly(b->producer());
+  lz::frontend::finish_read(b);
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  py::dtype dt;
+  switch (t.dtype()) {
+    case lz::DType::Bool: dt = py::dtype::of<bool>(); break;
+    case lz::DType::Int32: dt = py::dtype::of<int32_t>(); break;
+    case lz::DType::Int64: dt = py::dtype::of<int64_t>(); break;
+    case lz::DType::Float32: dt = py::dtype::of<float>(); break;
+    case lz::DType::Float64: dt = py::dtype::of<double>(); break;
+  }
+  py::array out(dt, shape);
+  size_t n = static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype());
+  if (n) std::memcpy(out.mutable_data(), b->wait()->data(), n);
+  return out;
+}
+
+lz::Tensor from_numpy(const py::array& arr) {
+  py::dtype dt = arr.dtype();
+  char kind = dt.kind();
+  size_t size = static_cast<size_t>(dt.itemsize());
+  lz::DType t;
+  if (kind == 'f' && size == 4) t = lz::DType::Float32;
+  else if (kind == 'f' && size == 8) t = lz::DType::Float64;
+  else if (kind == 'i' && size == 4) t = lz::DType::Int32;
+  else if (kind == 'i' && size == 8) t = lz::DType::Int64;
+  else if (kind == 'b') t = lz::DType::Bool;
+  else {
+    throw py::type_error("lazuli does not support numpy dtype " + std::string(py::str(dt)) +
+                         "; supported: float32, float64, int32, int64, bool (convert with .astype())");
+  }
+  // Strided, non-native-order or misaligned arrays become one C-contiguous native copy first.
+  py::object np = py::module_::import("numpy");
+  py::array c = np.attr("require")(arr, dt.attr("newbyteorder")("="), "C");  // keeps 0-d arrays 0-d
+  std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
+  return lz::from_data(c.data(), t, shape);
+}
+
+}  // namespace lzpy
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Lazuli's C++ runtime (use the `lazuli` package, not this module).";
+
+  py::object runtime_error = py::module_::import("builtins").attr("RuntimeError");
+  static py::exception<lz::Error> error(m, "Error", runtime_error.ptr());
+  static py::exception<lz::ExecutionError> exec_error(m, "ExecutionError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const lz::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const lz::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const lz::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const lz::ExecutionError& e) {
+      PyErr_SetString(exec_error.ptr(), e.what());
+    } catch (const lz::Error& e) {
+      PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+
+  py::enum_<lz::DType>(m, "dtype")
+      .value("bool", lz::DType::Bool)
+      .value("int32", lz::DType::Int32)
+      .value("int64", lz::DType::Int64)
+      .value("float32", lz::DType::Float32)
+      .value("float64", lz::DType::Float64)
+      .def_property_readonly("itemsize", [](lz::DType d) { return lz::dtype_size(d); })
+      .def_property_readonly("is_floating_point", [](lz::DType d) { return lz::is_floating(d); });
+
+  m.def("_set_package_dir", [](std::string dir) {
+    lzpy::g_package_dir = std::move(dir);
+    lz::set_frame_provider(&lzpy::python_frames);
+  });
+
+  py::class_<lz::Tensor> tensor_cls = lzpy::bind_tensor(m);
+  lzpy::bind_ops(m, tensor_cls);
+  lzpy::bind_runtime(m);
+  lzpy::bind_debug(m);
+}

@@ -1,0 +1,239 @@
+// Ops as lazuli functions and, where PyTorch has them, Tensor methods.
+#include "bindings.h"
+#include "ops/frontend.h"
+
+namespace lzpy {
+namespace {
+
+using lz::Operand;
+using lz::Tensor;
+using Unary = Tensor (*)(const Tensor&);
+using Binary = Tensor (*)(const Operand&, const Operand&);
+
+std::optional<lz::Scalar> opt_scalar(const py::object& o) {
+  if (o.is_none()) return std::nullopt;
+  Operand v = o.cast<Operand>();
+  if (v.is_tensor()) {
+    // PyTorch accepts tensors as clamp bounds; a one-element tensor is read as a number.
+    throw py::type_error("clamp: min and max must be numbers");
+  }
+  return v.scalar();
+}
+
+py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool is_max) {
+  if (dim.is_none()) return py::cast(is_max ? lz::max(x) : lz::min(x));
+  if (py::isinstance<Tensor>(dim)) {  // torch.max(a, b): elementwise
+    Tensor o = dim.cast<Tensor>();
+    return py::cast(is_max ? lz::maximum(x, o) : lz::minimum(x, o));
+  }
+  auto r = is_max ? lz::max(x, dim.cast<int64_t>(), keepdim) : lz::min(x, dim.cast<int64_t>(), keepdim);
+  return py::make_tuple(r.first, r.second);
+}
+
+std::optional<int64_t> opt_dim(const py::object& d) {
+  if (d.is_none()) return std::nullopt;
+  return d.cast<int64_t>();
+}
+
+lz::IntList varargs_shape(const py::args& args) { return shape_args(args); }
+
+py::object split_impl(const Tensor& x, const py::object& size_or_sections, int64_t dim) {
+  std::vector<Tensor> parts = py::isinstance<py::int_>(size_or_sections)
+                                  ? lz::split(x, size_or_sections.cast<int64_t>(), dim)
+                                  : lz::split(x, size_or_sections.cast<lz::IntList>(), dim);
+  return py::tuple(py::cast(parts));
+}
+
+// Flat indices of the true elements of a bool mask: the output size depends on values, so this
+// reads the mask (a cut with reason data-dependent-shape).
+Tensor nonzero_flat(const Tensor& mask) {
+  if (mask.dtype() != lz::DType::Bool) throw py::type_error("mask must be a bool tensor");
+  lz::BufferPtr b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape);
+  wait_interruptibly(b->producer());
+  lz::frontend::finish_read(b);
+  const auto* p = static_cast<const uint8_t*>(mask.numel() ? b->wait()->data() : nullptr);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    if (p[i]) idx.push_back(i);
+  }
+  return lz::tensor<int64_t>(idx);
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
+  const std::pair<const char*, Unary> unary[] = {
+      {"exp", lz::exp}, {"log", lz::log}, {"log1p", lz::log1p}, {"expm1", lz::expm1},
+      {"sqrt", lz::sqrt}, {"rsqrt", lz::rsqrt}, {"sin", lz::sin}, {"cos", lz::cos},
+      {"tanh", lz::tanh}, {"sigmoid", lz::sigmoid}, {"relu", lz::relu}, {"gelu", lz::gelu},
+      {"erf", lz::erf}, {"floor", lz::floor}, {"ceil", lz::ceil}, {"round", lz::round},
+      {"sign", lz::sign}, {"abs", lz::abs}, {"neg", lz::neg}, {"reciprocal", lz::reciprocal},
+      {"logical_not", lz::logical_not}, {"bitwise_not", lz::bitwise_not}};
+  for (auto [name, f] : unary) {
+    m.def(name, f, py::arg("input"));
+    cls.def(name, f);
+  }
+  const std::pair<const char*, Binary> binary[] = {
+      {"add", lz::add}, {"sub", lz::sub}, {"mul", lz::mul}, {"div", lz::div},
+      {"floor_divide", lz::floor_divide}, {"remainder", lz::remainder}, {"pow", lz::pow},
+      {"maximum", lz::maximum}, {"minimum", lz::minimum}, {"eq", lz::eq}, {"ne", lz::ne},
+      {"lt", lz::lt}, {"le", lz::le}, {"gt", lz::gt}, {"ge", lz::ge},
+      {"logical_and", lz::logical_and}, {"logical_or", lz::logical_or},
+      {"logical_xor", lz::logical_xor}, {"bitwise_and", lz::bitwise_and},
+      {"bitwise_or", lz::bitwise_or}, {"bitwise_xor", lz::bitwise_xor}};
+  for (auto [name, f] : binary) {
+    m.def(name, f, py::arg("input"), py::arg("other"));
+    cls.def(name, [f](const Tensor& a, const Operand& b) { return f(a, b); }, py::arg("other"));
+  }
+  m.def("where", &lz::where, py::arg("condition"), py::arg("input"), py::arg("other"));
+  auto clamp = [](const Tensor& x, py::object min, py::object max) {
+    return lz::clamp(x, opt_scalar(min), opt_scalar(max));
+  };
+  m.def("clamp", clamp, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
+  cls.def("clamp", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
+  cls.def("clip", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
+  cls.def("to", [](const Tensor& x, py::object dtype) {
+    if (py::isinstance<py::str>(dtype)) return x;  // a device name: there is one device
+    return lz::cast(x, dtype_arg(dtype, x.dtype()));
+  }, py::arg("dtype"));
+  cls.def("float", [](const Tensor& x) { return lz::cast(x, lz::DType::Float32); });
+  cls.def("double", [](const Tensor& x) { return lz::cast(x, lz::DType::Float64); });
+  cls.def("int", [](const Tensor& x) { return lz::cast(x, lz::DType::Int32); });
+  cls.def("long", [](const Tensor& x) { return lz::cast(x, lz::DType::Int64); });
+  cls.def("bool", [](const Tensor& x) { return lz::cast(x, lz::DType::Bool); });
+
+  // reductions
+  using Reduce = Tensor (*)(const Tensor&, const lz::IntList&, bool);
+  const std::pair<const char*, Reduce> reductions[] = {
+      {"sum", lz::sum}, {"mean", lz::mean}, {"prod", lz::prod}, {"amax", lz::amax},
+      {"amin", lz::amin}, {"logsumexp", lz::logsumexp}, {"all", lz::all}, {"any", lz::any}};
+  for (auto [name, f] : reductions) {
+    auto fn = [f](const Tensor& x, py::object dim, bool keepdim) { return f(x, dims_arg(dim), keepdim); };
+    m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    cls.def(name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  }
+  for (bool is_max : {true, false}) {
+    auto fn = [is_max](const Tensor& x, py::object dim, bool keepdim) { return max_or_min(x, dim, keepdim, is_max); };
+    m.def(is_max ? "max" : "min", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    cls.def(is_max ? "max" : "min", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  }
+  for (bool is_max : {true, false}) {
+    auto fn = [is_max](const Tensor& x, py::object dim, bool keepdim) {
+      return is_max ? lz::argmax(x, opt_dim(dim), keepdim) : lz::argmin(x, opt_dim(dim), keepdim);
+    };
+    m.def(is_max ? "argmax" : "argmin", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    cls.def(is_max ? "argmax" : "argmin", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+  }
+  for (bool is_std : {false, true}) {
+    auto fn = [is_std](const Tensor& x, py::object dim, py::object unbiased, int64_t correction, bool keepdim) {
+      if (!unbiased.is_none()) correction = unbiased.cast<bool>() ? 1 : 0;
+      return is_std ? lz::std(x, dims_arg(dim), correction, keepdim) : lz::var(x, dims_arg(dim), correction, keepdim);
+    };
+    const char* name = is_std ? "std" : "var";
+    m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("unbiased") = py::none(),
+          py::kw_only(), py::arg("correction") = 1, py::arg("keepdim") = false);
+    cls.def(name, fn, py::arg("dim") = py::none(), py::arg("unbiased") = py::none(), py::kw_only(),
+            py::arg("correction") = 1, py::arg("keepdim") = false);
+  }
+
+  // matrix
+  m.def("matmul", &lz::matmul, py::arg("input"), py::arg("other"));
+  cls.def("matmul", &lz::matmul, py::arg("other"));
+
+  // shape and movement
+  cls.def("reshape", [](const Tensor& x, py::args shape) { return lz::reshape(x, varargs_shape(shape)); });
+  cls.def("view", [](const Tensor& x, py::args shape) { return lz::reshape(x, varargs_shape(shape)); });
+  m.def("reshape", [](const Tensor& x, py::object shape) { return lz::reshape(x, shape_arg(shape)); },
+        py::arg("input"), py::arg("shape"));
+  m.def("flatten", &lz::flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  cls.def("flatten", &lz::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
+  auto squeeze = [](const Tensor& x, py::object dim) { return lz::squeeze(x, opt_dim(dim)); };
+  m.def("squeeze", squeeze, py::arg("input"), py::arg("dim") = py::none());
+  cls.def("squeeze", squeeze, py::arg("dim") = py::none());
+  m.def("unsqueeze", &lz::unsqueeze, py::arg("input"), py::arg("dim"));
+  cls.def("unsqueeze", &lz::unsqueeze, py::arg("dim"));
+  m.def("transpose", &lz::transpose, py::arg("input"), py::arg("dim0"), py::arg("dim1"));
+  cls.def("transpose", &lz::transpose, py::arg("dim0"), py::arg("dim1"));
+  m.def("permute", [](const Tensor& x, py::object dims) { return lz::permute(x, shape_arg(dims)); },
+        py::arg("input"), py::arg("dims"));
+  cls.def("permute", [](const Tensor& x, py::args dims) { return lz::permute(x, varargs_shape(dims)); });
+  cls.def_property_readonly("T", [](const Tensor& x) { return x.T(); });
+  cls.def("expand", [](const Tensor& x, py::args sizes) { return lz::expand(x, varargs_shape(sizes)); });
+  m.def("broadcast_to", [](const Tensor& x, py::object s) { return lz::broadcast_to(x, shape_arg(s)); },
+        py::arg("input"), py::arg("shape"));
+  cls.def("broadcast_to", [](const Tensor& x, py::object s) { return lz::broadcast_to(x, shape_arg(s)); });
+  cls.def("expand_as", [](const Tensor& x, const Tensor& o) { return lz::expand(x, o.shape()); });
+  cls.def("contiguous", &lz::contiguous);
+  cls.def("clone", &lz::contiguous);
+  cls.def("select", &lz::select, py::arg("dim"), py::arg("index"));
+  cls.def("_slice", [](const Tensor& x, int64_t dim, py::object start, py::object end, int64_t step) {
+    return lz::slice(x, dim, opt_dim(start), opt_dim(end), step);
+  });
+  m.def("cat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("concat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("stack", &lz::stack, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("split", &split_impl, py::arg("tensor"), py::arg("split_size_or_sections"), py::arg("dim") = 0);
+  cls.def("split", &split_impl, py::arg("split_size_or_sections"), py::arg("dim") = 0);
+  auto chunk = [](const Tensor& x, int64_t chunks, int64_t dim) { return py::tuple(py::cast(lz::chunk(x, chunks, dim))); };
+  m.def("chunk", chunk, py::arg("input"), py::arg("chunks"), py::arg("dim") = 0);
+  cls.def("chunk", chunk, py::arg("chunks"), py::arg("dim") = 0);
+  m.def("index_select", &lz::index_select, py::arg("input"), py::arg("dim"), py::arg("index"));
+  cls.def("index_select", &lz::index_select, py::arg("dim"), py::arg("index"));
+  m.def("gather", &lz::gather, py::arg("input"), py::arg("dim"), py::arg("index"));
+  cls.def("gather", &lz::gather, py::arg("dim"), py::arg("index"));
+  m.def("scatter_add", &lz::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
+  cls.def("scatter_add", &lz::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
+  m.def("_nonzero_flat", &nonzero_flat);
+
+  // creation
+  m.def("from_numpy", &from_numpy, py::arg("array"));
+  m.def("_scalar_tensor", [](const Operand& v, py::object dtype) {
+    if (v.is_tensor()) return v.tensor().contiguous();
+    std::optional<lz::DType> dt;
+    if (!dtype.is_none()) dt = dtype_arg(dtype, lz::DType::Float32);
+    return lz::scalar_tensor(v.scalar(), dt);
+  });
+  m.def("zeros", [](py::args shape, py::object dtype) { return lz::zeros(shape_args(shape), dtype_arg(dtype, lz::DType::Float32)); },
+        py::kw_only(), py::arg("dtype") = py::none());
+  m.def("ones", [](py::args shape, py::object dtype) { return lz::ones(shape_args(shape), dtype_arg(dtype, lz::DType::Float32)); },
+        py::kw_only(), py::arg("dtype") = py::none());
+  m.def("full", [](py::object shape, const Operand& value, py::object dtype) {
+          if (value.is_tensor()) throw py::type_error("full: the fill value must be a number");
+          std::optional<lz::DType> dt;
+          if (!dtype.is_none()) dt = dtype_arg(dtype, lz::DType::Float32);
+          return lz::full(shape_arg(shape), value.scalar(), dt);
+        }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("zeros_like", [](const Tensor& t, py::object dtype) { return lz::zeros(t.shape(), dtype_arg(dtype, t.dtype())); },
+        py::arg("input"), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("ones_like", [](const Tensor& t, py::object dtype) { return lz::ones(t.shape(), dtype_arg(dtype, t.dtype())); },
+        py::arg("input"), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("full_like", [](const Tensor& t, const Operand& v, py::object dtype) {
+          if (v.is_tensor()) throw py::type_error("full_like: the fill value must be a number");
+          return lz::full(t.shape(), v.scalar(), dtype_arg(dtype, t.dtype()));
+        }, py::arg("input"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("arange", [](const Operand& start, py::object end, const Operand& step, py::object dtype) {
+          if (start.is_tensor() || step.is_tensor()) throw py::type_error("arange: arguments must be numbers");
+          std::optional<lz::DType> dt;
+          if (!dtype.is_none()) dt = dtype_arg(dtype, lz::DType::Float32);
+          if (end.is_none()) return lz::arange(0, start.scalar(), step.scalar(), dt);
+          Operand e = end.cast<Operand>();
+          if (e.is_tensor()) throw py::type_error("arange: arguments must be numbers");
+          return lz::arange(start.scalar(), e.scalar(), step.scalar(), dt);
+        }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(), py::arg("dtype") = py::none());
+  m.def("eye", [](int64_t n, py::object mcols, py::object dtype) {
+          return lz::eye(n, opt_dim(mcols), dtype_arg(dtype, lz::DType::Float32));
+        }, py::arg("n"), py::arg("m") = py::none(), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("rand", [](py::args shape, py::object dtype) { return lz::rand(shape_args(shape), dtype_arg(dtype, lz::DType::Float32)); },
+        py::kw_only(), py::arg("dtype") = py::none());
+  m.def("randn", [](py::args shape, py::object dtype) { return lz::randn(shape_args(shape), dtype_arg(dtype, lz::DType::Float32)); },
+        py::kw_only(), py::arg("dtype") = py::none());
+  m.def("randint", [](int64_t low, py::object high, py::object size, py::object dtype) {
+          // randint(high, size) or randint(low, high, size), as in PyTorch.
+          if (size.is_none()) return lz::randint(0, low, shape_arg(high), dtype_arg(dtype, lz::DType::Int64));
+          return lz::randint(low, high.cast<int64_t>(), shape_arg(size), dtype_arg(dtype, lz::DType::Int64));
+        }, py::arg("low"), py::arg("high"), py::arg("size") = py::none(), py::kw_only(), py::arg("dtype") = py::none());
+  m.def("manual_seed", &lz::manual_seed, py::arg("seed"));
+  m.def("result_type", [](const Operand& a, const Operand& b) { return lz::result_type({a, b}); });
+}
+
+}  // namespace lzpy

@@ -1,0 +1,79 @@
+// Runtime calls: sync, sync_tensors, wait, step closures, eager mode, backend.
+#include "bindings.h"
+#include "exec/device_executor.h"
+#include "core/config.h"
+#include "exec/graph_executor.h"
+
+namespace lzpy {
+namespace {
+
+// A Python callable kept by C++ code that may drop it without the GIL.
+struct PyCallable {
+  py::object fn;
+  py::tuple args;
+  ~PyCallable() {
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+    args = py::tuple();
+  }
+};
+
+void wait_all_interruptibly() {
+  for (;;) {
+    bool done;
+    {
+      py::gil_scoped_release release;
+      done = lz::device_executor().wait_all_for_ms(50);
+    }
+    if (done) break;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  lz::raise_pending_async_error();
+}
+
+lz::CutReason reason_from_id(const std::string& id) {
+  for (int r = 0; r <= static_cast<int>(lz::CutReason::DataDependentShape); ++r) {
+    if (lz::cut_reason_id(static_cast<lz::CutReason>(r)) == id) return static_cast<lz::CutReason>(r);
+  }
+  throw py::value_error("unknown cut reason '" + id + "'");
+}
+
+void sync_impl(bool wait, bool reset_scope, lz::CutReason reason) {
+  {
+    py::gil_scoped_release release;
+    lz::step_barrier(false, reset_scope, reason);
+  }
+  if (wait || lz::config().sync_wait) wait_all_interruptibly();
+}
+
+}  // namespace
+
+void bind_runtime(py::module_& m) {
+  m.def("sync", [](bool wait, bool reset_scope) { sync_impl(wait, reset_scope, lz::CutReason::UserSync); },
+        py::arg("wait") = false, py::arg("reset_scope") = true);
+  m.def("_sync_with_reason", [](const std::string& reason, bool wait) { sync_impl(wait, true, reason_from_id(reason)); },
+        py::arg("reason"), py::arg("wait") = false);
+  m.def("sync_tensors", [](const std::vector<lz::Tensor>& ts, bool wait) {
+          {
+            py::gil_scoped_release release;
+            lz::sync_tensors(ts, false);
+          }
+          if (wait) wait_all_interruptibly();
+        }, py::arg("tensors"), py::arg("wait") = false);
+  m.def("wait", &wait_all_interruptibly);
+  m.def("add_step_closure", [](py::object fn, py::tuple args) {
+          if (!PyCallable_Check(fn.ptr())) throw py::type_error("add_step_closure: fn must be callable");
+          auto c = std::make_shared<PyCallable>(PyCallable{fn, args});
+          lz::add_step_closure([c] {
+            py::gil_scoped_acquire gil;
+            c->fn(*c->args);
+          });
+        }, py::arg("fn"), py::arg("args") = py::tuple());
+  m.def("eager_mode", &lz::set_eager_mode, py::arg("enabled"));
+  m.def("is_eager_mode", &lz::eager_mode);
+  m.def("device_count", &lz::device_count);
+  m.def("backend", &lz::backend);
+  m.def("step_count", &lz::step_count);
+}
+
+}  // namespace lzpy

@@ -1,0 +1,39 @@
+#include "exec/cut_record.h"
+
+#include <atomic>
+
+namespace lz {
+namespace {
+std::atomic<FrameProvider> g_provider{nullptr};
+}
+
+void set_frame_provider(FrameProvider p) { g_provider.store(p); }
+
+std::vector<UserFrame> user_frames(int max_frames) {
+  FrameProvider p = g_provider.load();
+  if (!p || max_frames <= 0) return {};
+  return p(max_frames);
+}
+
+void CutLog::add(CutRecord r) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (records_.size() == kKeep) records_.erase(records_.begin());
+  records_.push_back(std::move(r));
+}
+
+std::vector<CutRecord> CutLog::recent() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return records_;
+}
+
+void CutLog::clear() {
+  std::lock_guard<std::mutex> l(mu_);
+  records_.clear();
+}
+
+CutLog& cut_log() {
+  static auto* log = new CutLog();
+  return *log;
+}
+
+}  // namespace lz

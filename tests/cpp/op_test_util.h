@@ -1,0 +1,88 @@
+// The one helper every op test uses: make a tensor from plain numbers, and check a result's
+// dtype, shape and values against hand-computed expectations (NaN equals NaN, infinities must
+// match exactly). Tests use only the public API (<lazuli/lazuli.h>).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <source_location>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lazuli/lazuli.h"
+
+namespace lz_test {
+
+// A host tensor of `dtype` and `shape` holding `values` (converted from double).
+inline lz::Tensor make(const std::vector<double>& values, const std::vector<int64_t>& shape,
+                       lz::DType dtype = lz::kFloat32) {
+  auto convert = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> v;
+    for (double d : values) v.push_back(static_cast<T>(d));
+    return lz::tensor<T>(v, shape);
+  };
+  switch (dtype) {
+    case lz::DType::Bool: return convert(false);
+    case lz::DType::Int32: return convert(int32_t{0});
+    case lz::DType::Int64: return convert(int64_t{0});
+    case lz::DType::Float32: return convert(0.0f);
+    case lz::DType::Float64: return convert(0.0);
+  }
+  return {};
+}
+
+// Checks dtype, shape and values of `t` (a value read: it runs the program). Integer and bool
+// results must match exactly; floating ones within rtol * max(1, |expected|).
+inline void expect_values(const lz::Tensor& t, lz::DType dtype, const std::vector<int64_t>& shape,
+                          const std::vector<double>& expected, double rtol = 1e-6,
+                          std::source_location loc = std::source_location::current()) {
+  auto fail = [&](const std::string& msg) {
+    ADD_FAILURE_AT(loc.file_name(), static_cast<int>(loc.line())) << msg;
+  };
+  if (!t.defined()) return fail("the tensor is undefined");
+  if (t.dtype() != dtype) {
+    return fail("dtype: expected " + std::string(lz::dtype_name(dtype)) + ", got " +
+                std::string(lz::dtype_name(t.dtype())));
+  }
+  auto shape_text = [](const std::vector<int64_t>& s) {
+    std::ostringstream o;
+    o << "[";
+    for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+    return o.str() + "]";
+  };
+  if (t.shape() != shape) {
+    return fail("shape: expected " + shape_text(shape) + ", got " + shape_text(t.shape()));
+  }
+  std::vector<double> got;
+  try {
+    got = t.to_vector<double>();
+  } catch (const std::exception& e) {
+    return fail(std::string("reading the values threw: ") + e.what());
+  }
+  if (got.size() != expected.size()) {
+    return fail("element count: expected " + std::to_string(expected.size()) + ", got " +
+                std::to_string(got.size()));
+  }
+  bool exact = !lz::is_floating(dtype);
+  std::ostringstream bad;
+  int nbad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], e = expected[i];
+    bool ok;
+    if (std::isnan(e) || std::isnan(g)) ok = std::isnan(e) && std::isnan(g);
+    else if (std::isinf(e) || std::isinf(g) || exact) ok = g == e;
+    else ok = std::fabs(g - e) <= rtol * std::max(1.0, std::fabs(e));
+    if (!ok && nbad++ < 8) bad << "\n  [" << i << "] expected " << e << ", got " << g;
+  }
+  if (nbad) {
+    std::ostringstream all;
+    all.precision(9);
+    for (size_t i = 0; i < got.size() && i < 32; ++i) all << (i ? ", " : "") << got[i];
+    fail(std::to_string(nbad) + " value(s) differ:" + bad.str() + "\n  got: [" + all.str() + "]");
+  }
+}
+
+}  // namespace lz_test
