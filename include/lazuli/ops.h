@@ -13,7 +13,7 @@ namespace lz {
 class Operand {
  public:
   Operand() : scalar_(0) {}
-  Operand(const Tensor& t) : tensor_(t), scalar_(false) {}
+  Operand(const Tensor& t) : tensor_(t), scalar_(false), is_tensor_(true) {}
   Operand(const Scalar& s) : scalar_(s) {}
   Operand(bool v) : scalar_(v) {}
   Operand(int v) : scalar_(v) {}
@@ -21,13 +21,15 @@ class Operand {
   Operand(long long v) : scalar_(v) {}
   Operand(float v) : scalar_(v) {}
   Operand(double v) : scalar_(v) {}
-  bool is_tensor() const { return tensor_.defined(); }
+  // True for a Tensor operand, even an undefined one (ops reject those with a ValueError).
+  bool is_tensor() const { return is_tensor_; }
   const Tensor& tensor() const { return tensor_; }
   const Scalar& scalar() const { return scalar_; }
 
  private:
   Tensor tensor_;
   Scalar scalar_;
+  bool is_tensor_ = false;
 };
 
 // ---- creation -------------------------------------------------------------------------------

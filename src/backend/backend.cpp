@@ -10,6 +10,25 @@ namespace interp {
 std::unique_ptr<Backend> make_interp_backend(const std::string& name);
 }
 
+#ifndef LAZULI_BUILD_REVISION
+#define LAZULI_BUILD_REVISION "unknown"
+#endif
+#ifndef LAZULI_VERSION
+#define LAZULI_VERSION "0"
+#endif
+
+const Hash128& Backend::env_hash() {
+  std::call_once(env_once_, [this] {
+    Hasher h;
+    h.add_str(name());
+    h.add(compile_env());
+    h.add_str(LAZULI_VERSION);
+    h.add_str(LAZULI_BUILD_REVISION);
+    env_hash_ = h.digest();
+  });
+  return env_hash_;
+}
+
 namespace {
 std::mutex g_backend_mu;  // guards g_backend creation and replacement
 std::unique_ptr<Backend> g_backend;

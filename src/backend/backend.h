@@ -4,6 +4,7 @@
 // memory alive. Executables run on the device's executor thread.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +40,14 @@ class Backend {
   virtual Hash128 compile_env() const = 0;
   virtual std::shared_ptr<Executable> compile(const LoweringGraph& graph) = 0;
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
+
+  // The first ingredient of every graph hash: name, compile_env() and the library's version and
+  // build revision. Computed once per backend object.
+  const Hash128& env_hash();
+
+ private:
+  std::once_flag env_once_;
+  Hash128 env_hash_;
 };
 
 // The backend named by LAZULI_BACKEND, created on first use.

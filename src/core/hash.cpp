@@ -11,12 +11,7 @@ std::string Hash128::hex() const {
   return s;
 }
 
-Hasher& Hasher::add_bytes(const void* p, size_t n) {
-  if (overflow_.empty() && len_ + n <= kInline) {
-    std::memcpy(buf_ + len_, p, n);
-    len_ += n;
-    return *this;
-  }
+Hasher& Hasher::add_bytes_slow(const void* p, size_t n) {
   if (overflow_.empty()) overflow_.assign(reinterpret_cast<const char*>(buf_), len_);
   overflow_.append(static_cast<const char*>(p), n);
   return *this;

@@ -27,7 +27,15 @@ struct Hash128Hasher {  // for unordered containers
 class Hasher {
  public:
   Hasher() = default;
-  Hasher& add_bytes(const void* p, size_t n);
+  // Inline: op recording calls this a dozen times per node with a few bytes each.
+  Hasher& add_bytes(const void* p, size_t n) {
+    if (len_ + n <= kInline && overflow_.empty()) {
+      std::memcpy(buf_ + len_, p, n);
+      len_ += n;
+      return *this;
+    }
+    return add_bytes_slow(p, n);
+  }
   template <typename T>
   Hasher& add(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
@@ -41,6 +49,7 @@ class Hasher {
   Hash128 digest() const;
 
  private:
+  Hasher& add_bytes_slow(const void* p, size_t n);
   static constexpr size_t kInline = 192;
   unsigned char buf_[kInline];
   size_t len_ = 0;

@@ -14,12 +14,6 @@
 #include "lazuli/error.h"
 #include "tensor/device.h"
 
-#ifndef LAZULI_BUILD_REVISION
-#define LAZULI_BUILD_REVISION "unknown"
-#endif
-#ifndef LAZULI_VERSION
-#define LAZULI_VERSION "0"
-#endif
 
 namespace lz {
 namespace {
@@ -60,7 +54,16 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
 
 PostOrder post_order(const std::vector<ir::Value>& roots) {
   PostOrder po;
-  std::unordered_set<const ir::Node*> visited;
+  // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks.
+  static std::mutex traversal_mu;
+  static uint64_t epoch = 0;
+  std::lock_guard<std::mutex> traversal(traversal_mu);
+  const uint64_t mark = ++epoch;
+  auto visit = [mark](const ir::Node* n) {
+    if (n->visit_mark == mark) return false;
+    n->visit_mark = mark;
+    return true;
+  };
   std::unordered_map<const DeviceBuffer*, int> buffer_param;
   struct Frame {
     const ir::NodePtr* node;
@@ -68,14 +71,14 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
   };
   std::vector<Frame> stack;
   for (const ir::Value& root : roots) {
-    if (!visited.insert(root.node.get()).second) continue;
+    if (!visit(root.node.get())) continue;
     stack.push_back({&root.node, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const ir::Node* n = f.node->get();
       if (f.next < n->operands.size()) {
         const ir::NodePtr& child = n->operands[f.next++].node;
-        if (visited.insert(child.get()).second) stack.push_back({&child, 0});
+        if (visit(child.get())) stack.push_back({&child, 0});
         continue;
       }
       po.nodes.push_back(n);
@@ -93,6 +96,17 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
 }
 
 std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po) {
+  // Cheap pre-check: only a parameter whose buffer belonged to a tensor synced here can be
+  // donated; most syncs (inputs still held by their tensors) stop here.
+  bool any_candidate = false;
+  for (const BufferPtr& b : po.params) {
+    if (b->owner_tensor_id == 0) continue;
+    for (size_t r = 0; r < roots.tensors.size() && !any_candidate; ++r) {
+      any_candidate = roots.store[r] && roots.tensors[r]->id() == b->owner_tensor_id;
+    }
+    if (any_candidate) break;
+  }
+  if (!any_candidate) return {};
   // A node referenced from outside this graph (by a tensor we do not sync, a saved value, a view's
   // cache) will be computed again later, so the buffers under it must keep their contents.
   std::unordered_map<const ir::Node*, long> graph_refs;
@@ -135,15 +149,7 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
   return out;
 }
 
-Hash128 compile_env_hash() {
-  Backend& be = active_backend();
-  Hasher h;
-  h.add_str(be.name());
-  h.add(be.compile_env());
-  h.add_str(LAZULI_VERSION);
-  h.add_str(LAZULI_BUILD_REVISION);
-  return h.digest();
-}
+Hash128 compile_env_hash() { return active_backend().env_hash(); }
 
 Hash128 graph_hash(const Roots& roots, const PostOrder& po,
                    const std::vector<std::pair<int, int>>& donations) {

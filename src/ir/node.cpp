@@ -36,6 +36,24 @@ NodePtr finish_leaf(std::shared_ptr<Node> n) {
 
 }  // namespace
 
+Node::~Node() {
+  // Operands we hold the last reference to are moved to a local stack and emptied there, so each
+  // node's destructor finds no operands left to release recursively.
+  std::vector<NodePtr> stack;
+  auto take = [&stack](std::vector<Value>& ops) {
+    for (Value& v : ops) {
+      if (v.node && v.node.use_count() == 1) stack.push_back(std::move(v.node));
+    }
+    ops.clear();
+  };
+  take(operands);
+  while (!stack.empty()) {
+    NodePtr n = std::move(stack.back());
+    stack.pop_back();
+    take(const_cast<Node&>(*n).operands);  // we hold the only reference
+  }
+}
+
 const Hash128& Value::hash() const { return node->dag_hash; }
 DType Value::dtype() const { return node->dtype; }
 const Shape& Value::shape() const { return node->shape; }

@@ -49,6 +49,12 @@ struct SourceLocation {
 
 class Node {
  public:
+  Node() = default;
+  // Releases operand chains iteratively: dropping a 200k-node chain must not overflow the stack.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   OpKind op;
   std::vector<Value> operands;
   Attrs attrs;
@@ -57,6 +63,9 @@ class Node {
   Hash128 node_hash;
   Hash128 dag_hash;
   BufferPtr data;  // DeviceData only
+  // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its mutex;
+  // not part of the node's value.
+  mutable uint64_t visit_mark = 0;
 
   bool is_leaf() const { return operands.empty(); }
 };

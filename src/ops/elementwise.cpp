@@ -36,10 +36,11 @@ namespace {
 
 enum class Mode { Arith, TrueDiv, Compare, Bitwise, Logical };
 
-Shape checked_broadcast(const char* name, const std::vector<Operand>& ops) {
-  Shape s = frontend::operand_shape(ops[0]);
+void checked_broadcast(const char* name, const std::vector<Operand>& ops) {
+  Shape s = frontend::operand_shape(ops[0], name);
   for (size_t i = 1; i < ops.size(); ++i) {
-    Shape o = frontend::operand_shape(ops[i]);
+    const Shape& o = frontend::operand_shape(ops[i], name);
+    if (o == s || o.empty()) continue;
     try {
       s = broadcast_shapes(s, o, name);
     } catch (const ValueError&) {
@@ -47,13 +48,18 @@ Shape checked_broadcast(const char* name, const std::vector<Operand>& ops) {
                        " are not broadcastable");
     }
   }
-  return s;
 }
 
 Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, Mode mode) {
-  std::vector<Operand> ops{a, b};
-  checked_broadcast(name, ops);
-  DType dt = result_type(ops);
+  DType dt;
+  const bool both = a.is_tensor() && b.is_tensor() && a.tensor().defined() && b.tensor().defined();
+  if (both && a.tensor().dtype() == b.tensor().dtype() && a.tensor().shape() == b.tensor().shape()) {
+    dt = a.tensor().dtype();  // the common case: nothing to promote or broadcast
+  } else {
+    std::vector<Operand> ops{a, b};
+    checked_broadcast(name, ops);
+    dt = result_type(ops);
+  }
   switch (mode) {
     case Mode::TrueDiv:
       if (!is_floating(dt)) dt = default_float_dtype();
@@ -61,13 +67,13 @@ Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, M
     case Mode::Logical: dt = DType::Bool; break;
     case Mode::Bitwise:
       if (is_floating(dt)) {
-        throw TypeError(describe(name, ops) + ": needs bool or integer operands");
+        throw TypeError(describe(name, {a, b}) + ": needs bool or integer operands");
       }
       break;
     case Mode::Arith:
       if (dt == DType::Bool && (op == OpKind::Sub || op == OpKind::FloorDiv ||
                                 op == OpKind::Remainder || op == OpKind::Pow)) {
-        throw TypeError(describe(name, ops) + ": is not supported for bool operands");
+        throw TypeError(describe(name, {a, b}) + ": is not supported for bool operands");
       }
       break;
     case Mode::Compare: break;
@@ -185,7 +191,6 @@ Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {
   }
   checked_broadcast("where", ops);
   DType dt = result_type({a, b});
-  if (!a.is_tensor() && !b.is_tensor()) dt = result_type({a, b});
   return wrap(node(OpKind::Where, {frontend::value_of(cond, "where"),
                                    frontend::operand_value(a, dt, "where"),
                                    frontend::operand_value(b, dt, "where")}));

@@ -74,14 +74,21 @@ ir::Value broadcast_to(ir::Value v, const Shape& shape) {
   return node(ir::OpKind::Expand, {v}, a);
 }
 
-Shape operand_shape(const Operand& o) { return o.is_tensor() ? o.tensor().shape() : Shape{}; }
+const Shape& operand_shape(const Operand& o, const char* op) {
+  static const Shape kScalar;
+  if (!o.is_tensor()) return kScalar;
+  if (!o.tensor().defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+  return o.tensor().shape();
+}
 
 std::string describe(const char* op, const std::vector<Operand>& operands) {
   std::string s = std::string(op) + "(";
   for (size_t i = 0; i < operands.size(); ++i) {
     if (i) s += ", ";
     const Operand& o = operands[i];
-    if (o.is_tensor()) {
+    if (o.is_tensor() && !o.tensor().defined()) {
+      s += "undefined";
+    } else if (o.is_tensor()) {
       s += std::string(dtype_name(o.tensor().dtype())) + shape_str(o.tensor().shape());
     } else {
       s += o.scalar().kind() == Scalar::Kind::Float ? std::to_string(o.scalar().to_double())
@@ -91,13 +98,21 @@ std::string describe(const char* op, const std::vector<Operand>& operands) {
   return s + ")";
 }
 
-std::vector<int64_t> reduce_dims(const IntList& dims, int64_t rank, const char* op) {
+std::vector<int64_t> reduce_dims(const IntList& dims, const Tensor& x, const char* op) {
   std::vector<int64_t> out;
+  int64_t rank = x.dim();
   if (dims.empty()) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);
     return out;
   }
-  for (int64_t d : dims) out.push_back(rank == 0 ? (wrap_dim(d, 0, op), 0) : wrap_dim(d, rank, op));
+  for (int64_t d : dims) {
+    try {
+      out.push_back(wrap_dim(d, rank, op));
+    } catch (const IndexError& e) {
+      std::string where = std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
+      throw IndexError(where + std::string(e.what()).substr(std::string(op).size()));
+    }
+  }
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end()) {
     throw ValueError(std::string(op) + ": dim " + shape_str(dims) + " appears more than once");

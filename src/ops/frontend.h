@@ -37,8 +37,10 @@ void finish_read(const BufferPtr& b);
 
 // "add(float32[2, 3], int64[3])" for error messages.
 std::string describe(const char* op, const std::vector<Operand>& operands);
-Shape operand_shape(const Operand& o);
+// [] for numbers; throws ValueError naming `op` for an undefined tensor.
+const Shape& operand_shape(const Operand& o, const char* op);
 // Wraps all reduction dims (empty = every dim), sorted and deduplicated.
-std::vector<int64_t> reduce_dims(const IntList& dims, int64_t rank, const char* op);
+// Errors name the op, the input's dtype and shape.
+std::vector<int64_t> reduce_dims(const IntList& dims, const Tensor& x, const char* op);
 
 }  // namespace lz::frontend

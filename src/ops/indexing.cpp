@@ -16,8 +16,9 @@ void check_index(const char* op, const Tensor& x, const Tensor& index, int64_t r
                     "): the index must be an int32 or int64 tensor");
   }
   if (rank_required >= 0 && index.dim() != rank_required) {
-    throw ValueError(std::string(op) + ": the index must be " + std::to_string(rank_required) +
-                     "-D, got shape " + shape_str(index.shape()));
+    throw ValueError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
+                     ", index " + std::string(dtype_name(index.dtype())) + shape_str(index.shape()) +
+                     "): the index must be " + std::to_string(rank_required) + "-D");
   }
 }
 

@@ -44,34 +44,34 @@ ir::Value float_input(const char* op, const Tensor& x) {
 
 Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "sum");
-  auto d = frontend::reduce_dims(dims, x.dim(), "sum");
+  auto d = frontend::reduce_dims(dims, x, "sum");
   if (!is_floating(v.dtype())) v = frontend::cast(v, DType::Int64);  // as PyTorch
   return wrap(reduce(OpKind::ReduceSum, v, d, keepdim));
 }
 
 Tensor prod(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "prod");
-  auto d = frontend::reduce_dims(dims, x.dim(), "prod");
+  auto d = frontend::reduce_dims(dims, x, "prod");
   if (!is_floating(v.dtype())) v = frontend::cast(v, DType::Int64);
   return wrap(reduce(OpKind::ReduceProd, v, d, keepdim));
 }
 
 Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = float_input("mean", x);
-  auto d = frontend::reduce_dims(dims, x.dim(), "mean");
+  auto d = frontend::reduce_dims(dims, x, "mean");
   ir::Value s = reduce(OpKind::ReduceSum, v, d, keepdim);
   return wrap(node(OpKind::Div, {s, count_constant(reduced_count(x.shape(), d), v.dtype())}));
 }
 
 Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amax");
-  auto d = frontend::reduce_dims(dims, x.dim(), "amax");
+  auto d = frontend::reduce_dims(dims, x, "amax");
   return wrap(reduce(OpKind::ReduceMax, v, d, keepdim));
 }
 
 Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amin");
-  auto d = frontend::reduce_dims(dims, x.dim(), "amin");
+  auto d = frontend::reduce_dims(dims, x, "amin");
   return wrap(reduce(OpKind::ReduceMin, v, d, keepdim));
 }
 
@@ -128,7 +128,7 @@ Tensor min(const Tensor& x) { return amin(x); }
 
 Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
   ir::Value v = float_input("var", x);
-  auto d = frontend::reduce_dims(dims, x.dim(), "var");
+  auto d = frontend::reduce_dims(dims, x, "var");
   int64_t n = reduced_count(x.shape(), d);
   ir::Value m = node(OpKind::Div, {reduce(OpKind::ReduceSum, v, d, true), count_constant(n, v.dtype())});
   ir::Value c = node(OpKind::Sub, {v, m});
@@ -138,13 +138,14 @@ Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdi
 }
 
 Tensor std(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
+  float_input("std", x);
   return sqrt(var(x, dims, correction, keepdim));
 }
 
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "logsumexp");
   if (!is_floating(v.dtype())) v = frontend::cast(v, default_float_dtype());
-  auto d = frontend::reduce_dims(dims, x.dim(), "logsumexp");
+  auto d = frontend::reduce_dims(dims, x, "logsumexp");
   if (x.numel() == 0) {
     // log(sum(exp(empty))) = log(0) = -inf, without a max over nothing.
     ir::Value s = reduce(OpKind::ReduceSum, node(OpKind::Exp, {v}), d, keepdim);
@@ -168,7 +169,7 @@ Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
 
 Tensor all(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::cast(frontend::value_of(x, "all"), DType::Bool);
-  auto d = frontend::reduce_dims(dims, x.dim(), "all");
+  auto d = frontend::reduce_dims(dims, x, "all");
   if (x.numel() == 0) {  // all() of nothing is true; min over nothing has no identity
     ir::Value s = reduce(OpKind::ReduceSum, frontend::cast(frontend::unary(OpKind::BitwiseNot, v), DType::Int64), d, keepdim);
     return wrap(node(OpKind::Eq, {s, ir::Value{ir::make_constant(0, DType::Int64), 0}}));
@@ -178,7 +179,7 @@ Tensor all(const Tensor& x, const IntList& dims, bool keepdim) {
 
 Tensor any(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::cast(frontend::value_of(x, "any"), DType::Bool);
-  auto d = frontend::reduce_dims(dims, x.dim(), "any");
+  auto d = frontend::reduce_dims(dims, x, "any");
   if (x.numel() == 0) {
     ir::Value s = reduce(OpKind::ReduceSum, frontend::cast(v, DType::Int64), d, keepdim);
     return wrap(node(OpKind::Ne, {s, ir::Value{ir::make_constant(0, DType::Int64), 0}}));

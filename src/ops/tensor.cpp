@@ -272,7 +272,16 @@ Tensor& Tensor::index_put_(const Tensor& index, const Tensor& values) {
   if (expect.empty()) throw IndexError("index_put_: cannot index a 0-d tensor");
   expect[0] = index.defined() ? index.numel() : 0;
   Tensor v = values;
-  if (values.shape() != expect) v = broadcast_to(values, expect);  // throws if it cannot
+  if (values.shape() != expect) {
+    try {
+      v = broadcast_to(values, expect);
+    } catch (const ValueError&) {
+      throw ValueError("index_put_(" + std::string(dtype_name(dtype())) + shape_str(shape()) +
+                       ", index" + (index.defined() ? shape_str(index.shape()) : "") + ", values " +
+                       std::string(dtype_name(values.dtype())) + shape_str(values.shape()) +
+                       "): the values cannot be broadcast to " + shape_str(expect));
+    }
+  }
   Tensor r = index_copy(*this, 0, index, v);
   impl_->set_value(r.impl()->value());
   return *this;

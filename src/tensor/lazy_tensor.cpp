@@ -17,7 +17,7 @@ const char* tensor_state_name(TensorState s) {
 }
 
 std::shared_ptr<TensorImpl> TensorImpl::create(DType dtype, Shape shape) {
-  std::shared_ptr<TensorImpl> t(new TensorImpl(dtype, std::move(shape)));
+  auto t = std::make_shared<TensorImpl>(Key{}, dtype, std::move(shape));
   t->device_ = &default_device();
   t->device_->registry.add(t.get(), &t->id_);
   return t;

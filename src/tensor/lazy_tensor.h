@@ -65,7 +65,12 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   TensorImpl* reg_next = nullptr;
 
  private:
-  TensorImpl(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+  struct Key {};  // lets create() use make_shared (one allocation) with a private constructor
+
+ public:
+  TensorImpl(Key, DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
+
+ private:
   static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape);
   ir::Value view_value_locked();
   ir::Value value_locked();

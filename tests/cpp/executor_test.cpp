@@ -140,6 +140,15 @@ TEST_F(Executor, RunawayGraphIsCutAsGraphTooLarge) {
   EXPECT_FLOAT_EQ(x.item<float>(), 1500.0f);
 }
 
+TEST_F(Executor, DroppingAVeryLongUnsyncedChainDoesNotOverflowTheStack) {
+  mutable_config().max_pending_nodes = 1 << 30;  // no automatic cut: build the whole chain
+  Tensor x = tensor<float>({1}, {1});
+  Tensor y = x;
+  for (int i = 0; i < 300000; ++i) y = lz::relu(y);
+  y = Tensor();  // the last reference: 300k nodes released iteratively
+  EXPECT_FLOAT_EQ((x + 1.0f).item<float>(), 2.0f);
+}
+
 TEST_F(Executor, ShapeCacheIsBoundedByItsSize) {
   ir::resize_shape_cache(8);
   Tensor a = zeros({3});

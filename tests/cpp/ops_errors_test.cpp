@@ -70,7 +70,6 @@ TEST(OpsErrors, MulShapeMismatchNamesBothDtypes) {
 }
 
 TEST(OpsErrors, SumOverDimOutOfRangeIsIndexErrorNamingShape) {
-  GTEST_SKIP() << "bug: wrap_dim (src/core/shape.cpp) names only the rank, not the shape [2, 3]";
   Tensor x = make({1, 2, 3, 4, 5, 6}, {2, 3});
   std::string msg = expect_throw_and_recover<lz::IndexError>([&] { (void)lz::sum(x, {5}); });
   expect_mentions(msg, {"sum", "5"});
@@ -208,8 +207,6 @@ TEST(OpsErrors, ManyFailedOpsLeaveNoTensorsBehind) {
 }
 
 TEST(OpsErrors, UndefinedTensorOperandIsValueError) {
-  GTEST_SKIP() << "bug: Operand(const Tensor&) treats an undefined tensor as the number false "
-                 "(include/lazuli/ops.h Operand::is_tensor)";
   Tensor x = make({1, 2}, {2});
   Tensor undefined;
   std::string msg = expect_throw_and_recover<lz::ValueError>([&] { (void)(x + undefined); });
@@ -229,8 +226,6 @@ TEST(OpsErrors, UndefinedTensorInUnaryAndReductionIsValueError) {
 }
 
 TEST(OpsErrors, StdOfIntIsTypeErrorNamingStd) {
-  GTEST_SKIP() << "bug: std of an int tensor reports the error as var(...) (src/ops/reduction.cpp "
-                 "std)";
   Tensor x = make({1, 2, 3}, {3}, kInt64);
   std::string msg = expect_throw_and_recover<lz::TypeError>([&] { (void)lz::std(x); });
   expect_mentions(msg, {"std", "int64", "[3]"});
@@ -244,8 +239,6 @@ TEST(OpsErrors, MatmulDtypeMismatchIsTypeErrorNamingDtypes) {
 }
 
 TEST(OpsErrors, IndexPutWithWrongValuesShapeNamesIndexPut) {
-  GTEST_SKIP() << "bug: index_put_ with unbroadcastable values reports expand(...), not "
-                 "index_put_ and the target shape (src/ops/tensor.cpp index_put_)";
   Tensor x = lz::zeros({3, 2});
   Tensor idx = make({0, 1}, {2}, kInt64);
   std::string msg = expect_throw_and_recover<lz::ValueError>(
@@ -255,8 +248,6 @@ TEST(OpsErrors, IndexPutWithWrongValuesShapeNamesIndexPut) {
 }
 
 TEST(OpsErrors, GatherWithWrongIndexRankNamesBothShapes) {
-  GTEST_SKIP() << "bug: gather's index-rank error omits the input shape (src/ops/indexing.cpp "
-                 "check_index)";
   Tensor x = lz::zeros({2, 2});
   std::string msg = expect_throw_and_recover<lz::ValueError>(
       [&] { (void)lz::gather(x, 0, make({0, 1, 0}, {3}, kInt64)); });

@@ -1,0 +1,50 @@
+"""Shared fixtures for the lazuli Python tests.
+
+Every test starts from a quiet runtime: no pending or in-flight work, eager mode off, and zeroed
+counters, metrics and cut log, so that counter assertions can be exact.
+"""
+import gc
+
+import numpy as np
+import pytest
+
+import lazuli as lz
+
+
+def counter(name):
+    """The current value of a lazuli debug counter (0 when never bumped)."""
+    return lz.debug.counter_value(name)
+
+
+def executions():
+    """Programs scheduled so far: every execution does exactly one compile-cache lookup."""
+    return counter("CachedCompile") + counter("UncachedCompile")
+
+
+def _drain():
+    """Finishes whatever an earlier test left behind; an async error left over is dropped."""
+    for _ in range(2):
+        try:
+            lz.sync(wait=True)
+            lz.wait()
+            return
+        except lz.Error:
+            continue
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime():
+    lz.eager_mode(False)
+    gc.collect()
+    _drain()
+    lz.debug.explain_recompiles(False)
+    lz.debug.clear_counters()
+    lz.debug.clear_metrics()
+    lz.debug.clear_recent_cuts()
+    yield
+    lz.eager_mode(False)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
