@@ -12,7 +12,7 @@ PACKAGES=(
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
   python3-dev pybind11-dev                         # the Python extension lazuli._C
-  python3-numpy python3-pytest                     # numpy interop; the Python tests
+  python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
 )
 
 missing=()

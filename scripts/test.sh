@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything (system packages, build) and runs every test:
 #   1. the C++ tests (GoogleTest under ctest) on a Release build;
-#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (skip with
+#   2. the Python tests (pytest) against the package installed with `pip install .`;
+#   3. the C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (skip with
 #      LAZULI_SKIP_SANITIZERS=1 for a quick local run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,13 @@ JOBS=${LAZULI_JOBS:-$(nproc)}
 bash scripts/setup.sh build
 echo "== C++ tests (Release) =="
 ctest --test-dir build --output-on-failure -j "$JOBS"
+
+echo "== Python: pip install . (offline, into a fresh venv), then pytest against the installed package =="
+VENV=$(mktemp -d)/venv
+/usr/bin/python3 -m venv --system-site-packages "$VENV"
+"$VENV/bin/pip" install --no-index --quiet .
+# From outside the source tree, so `import lazuli` is the installed package.
+(cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")
 
 if [ "${LAZULI_SKIP_SANITIZERS:-0}" != "1" ]; then
   echo "== C++ tests (ASan + UBSan) =="

@@ -1,0 +1,74 @@
+"""PEP 517 build backend for Lazuli, kept in the tree so `pip install .` works offline.
+
+build_wheel configures and builds the `_C` extension with CMake and Ninja (in build-wheel/, or
+$LAZULI_WHEEL_BUILD_DIR; reused when it exists), then writes a wheel holding python/lazuli. Run scripts/setup.sh first on a fresh
+machine: it installs the compilers and libraries with apt-get.
+"""
+import base64
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+NAME = "lazuli"
+VERSION = "0.1.0"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def _tag():
+    py = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    plat = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{py}-{py}-{plat}"
+
+
+def _build_extension():
+    build = ROOT / os.environ.get("LAZULI_WHEEL_BUILD_DIR", "build-wheel")
+    subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
+                           "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
+                           f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
+    subprocess.check_call(["cmake", "--build", str(build), "--target", "_C"], stdout=sys.stderr)
+
+
+def _record_line(arcname, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{arcname},sha256={digest},{len(data)}"
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    _build_extension()
+    pkg = ROOT / "python" / NAME
+    files = sorted(p for p in pkg.iterdir()
+                   if p.suffix == ".py" or (p.name.startswith("_C.") and p.suffix == ".so"))
+    if not any(p.suffix == ".so" for p in files):
+        raise RuntimeError("the _C extension was not built; see the CMake output above")
+    dist_info = f"{NAME}-{VERSION}.dist-info"
+    wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
+    metadata = (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
+                f"Summary: A lazy tensor runtime\nRequires-Dist: numpy\n").encode()
+    wheel = (f"Wheel-Version: 1.0\nGenerator: lazuli_build\nRoot-Is-Purelib: false\n"
+             f"Tag: {_tag()}\n").encode()
+    records = []
+    path = pathlib.Path(wheel_directory) / wheel_name
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for p in files:
+            data = p.read_bytes()
+            arc = f"{NAME}/{p.name}"
+            zf.writestr(arc, data)
+            records.append(_record_line(arc, data))
+        for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)):
+            zf.writestr(arc, data)
+            records.append(_record_line(arc, data))
+        records.append(f"{dist_info}/RECORD,,")
+        zf.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
+    return wheel_name
