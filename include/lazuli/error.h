@@ -32,4 +32,15 @@ class ExecutionError : public Error {
   using Error::Error;
 };
 
+// Something was about to execute inside a compile(full_graph=True) region.
+class UnexpectedExecutionError : public Error {
+ public:
+  using Error::Error;
+};
+// A compile(max_different_graphs=N) region traced one graph too many.
+class TooManyGraphsError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace lz

@@ -1,6 +1,7 @@
 // lazuli.debug: metrics, tensor states, graph hashes, dumps, and the recent cuts.
 #include "bindings.h"
 #include "exec/cut_record.h"
+#include "exec/explain.h"
 
 namespace lzpy {
 
@@ -42,11 +43,15 @@ void bind_debug(py::module_& m) {
       e["outputs"] = r.outputs;
       e["compiled"] = r.compiled;
       e["frames"] = frames;
+      e["explanation"] = r.explanation;
+      e["cause"] = r.cause;
+      e["name"] = r.name;
       out.append(e);
     }
     return out;
   }, "The last executions, oldest first: reason, graph hash, size, and the user's frames.");
   d.def("clear_recent_cuts", [] { lz::cut_log().clear(); });
+  d.def("clear_recompile_history", &lz::clear_recompile_history);
 }
 
 }  // namespace lzpy

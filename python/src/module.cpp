@@ -170,6 +170,8 @@ PYBIND11_MODULE(_C, m) {
   py::object runtime_error = py::module_::import("builtins").attr("RuntimeError");
   static py::exception<lz::Error> error(m, "Error", runtime_error.ptr());
   static py::exception<lz::ExecutionError> exec_error(m, "ExecutionError", error.ptr());
+  static py::exception<lz::UnexpectedExecutionError> unexpected(m, "UnexpectedExecutionError", error.ptr());
+  static py::exception<lz::TooManyGraphsError> too_many(m, "TooManyGraphsError", error.ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -181,6 +183,10 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_IndexError, e.what());
     } catch (const lz::ExecutionError& e) {
       PyErr_SetString(exec_error.ptr(), e.what());
+    } catch (const lz::UnexpectedExecutionError& e) {
+      PyErr_SetString(unexpected.ptr(), e.what());
+    } catch (const lz::TooManyGraphsError& e) {
+      PyErr_SetString(too_many.ptr(), e.what());
     } catch (const lz::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     }

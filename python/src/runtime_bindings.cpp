@@ -1,5 +1,6 @@
 // Runtime calls: sync, sync_tensors, wait, step closures, eager mode, backend.
 #include "bindings.h"
+#include "exec/compile_region.h"
 #include "exec/device_executor.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
@@ -69,6 +70,10 @@ void bind_runtime(py::module_& m) {
             c->fn(*c->args);
           });
         }, py::arg("fn"), py::arg("args") = py::tuple());
+  m.def("_region_enter", &lz::enter_region, py::arg("name"), py::arg("full_graph"), py::arg("max_graphs"),
+        py::arg("key"));
+  m.def("_region_exit", &lz::exit_region);
+  m.def("_region_check", &lz::check_region_graph);
   m.def("eager_mode", &lz::set_eager_mode, py::arg("enabled"));
   m.def("is_eager_mode", &lz::eager_mode);
   m.def("device_count", &lz::device_count);

@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "core/shape.h"
 #include "lazuli/dtype.h"
@@ -69,6 +70,8 @@ class DeviceBuffer {
 
   // The tensor this buffer is the data of (for donation matching); 0 = none.
   int64_t owner_tensor_id = 0;
+  // Where its tensor was created ("file:line"), when debugging records creation sites.
+  std::string created_at;
   // Set when a later program took this buffer's memory for one of its outputs.
   std::atomic<bool> donated{false};
 

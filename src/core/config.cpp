@@ -58,6 +58,13 @@ Config read_env() {
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   c.num_threads = static_cast<int>(env_int("LAZULI_NUM_THREADS", cores > 0 ? cores : 1, 1));
   c.max_pending_nodes = env_int("LAZULI_MAX_PENDING_NODES", 200000, 16);
+  if (const char* f = env("LAZULI_SAVE_GRAPHS_FILE")) c.save_graphs_file = f;
+  if (const char* f = env("LAZULI_SAVE_GRAPHS_FMT"); f && *f) {
+    c.save_graphs_fmt = f;
+    if (c.save_graphs_fmt != "text" && c.save_graphs_fmt != "dot") {
+      throw ValueError("LAZULI_SAVE_GRAPHS_FMT='" + c.save_graphs_fmt + "' is not a format (use text or dot)");
+    }
+  }
   return c;
 }
 

@@ -23,6 +23,8 @@ struct Config {
   bool explain_recompiles = false;          // LAZULI_EXPLAIN_RECOMPILES
   int num_threads = 0;                      // LAZULI_NUM_THREADS (0 = number of cores)
   int64_t max_pending_nodes = 200000;       // LAZULI_MAX_PENDING_NODES: graph-too-large cut
+  std::string save_graphs_file;             // LAZULI_SAVE_GRAPHS_FILE ("" = off)
+  std::string save_graphs_fmt = "text";     // LAZULI_SAVE_GRAPHS_FMT: text | dot
 };
 
 // Reads the environment on first use. Throws ValueError for a malformed value, naming the variable.

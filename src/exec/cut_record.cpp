@@ -3,18 +3,6 @@
 #include <atomic>
 
 namespace lz {
-namespace {
-std::atomic<FrameProvider> g_provider{nullptr};
-}
-
-void set_frame_provider(FrameProvider p) { g_provider.store(p); }
-
-std::vector<UserFrame> user_frames(int max_frames) {
-  FrameProvider p = g_provider.load();
-  if (!p || max_frames <= 0) return {};
-  return p(max_frames);
-}
-
 void CutLog::add(CutRecord r) {
   std::lock_guard<std::mutex> l(mu_);
   if (records_.size() == kKeep) records_.erase(records_.begin());

@@ -7,21 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "core/call_site.h"
 #include "core/hash.h"
 #include "exec/cut_reason.h"
 
 namespace lz {
-
-struct UserFrame {
-  std::string file;
-  int line = 0;
-  std::string function;
-};
-
-// Must be cheap for max_frames == 1. Called with no lock of ours held.
-using FrameProvider = std::vector<UserFrame> (*)(int max_frames);
-void set_frame_provider(FrameProvider p);
-std::vector<UserFrame> user_frames(int max_frames);
 
 struct CutRecord {
   CutReason reason;
@@ -30,6 +20,9 @@ struct CutRecord {
   bool compiled = false;  // a compile-cache miss
   double compile_ns = 0;
   std::vector<UserFrame> frames;
+  std::string explanation;  // why it compiled (a cache miss), in user terms
+  std::string cause;        // the explanation's cause id
+  std::string name;         // the compiled region's name (lz.compile(name=...)), if any
 };
 
 class CutLog {

@@ -9,7 +9,10 @@
 #include "core/config.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
+#include "exec/compile_region.h"
 #include "exec/cut_record.h"
+#include "exec/debug_log.h"
+#include "exec/explain.h"
 #include "exec/device_executor.h"
 #include "lazuli/error.h"
 #include "tensor/device.h"
@@ -248,6 +251,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
                               const SyncConfig& cfg) {
   SyncResult res;
   std::shared_ptr<Execution> exec;
+  RegionState* region = current_region();
   // The user's call site, asked before taking the executor lock (the provider may run Python).
   std::vector<UserFrame> frames = user_frames(config().debug > 0 ? config().debug_max_frame : 1);
   {
@@ -258,11 +262,13 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       if (cfg.wait) wait_all_executions();
       return res;
     }
+    check_execution_allowed(cfg.reason, frames);  // a full_graph region raises before anything runs
     PostOrder po = post_order(roots.values);
     std::vector<std::pair<int, int>> donations;
     if (cfg.barrier && config().enable_param_aliasing) donations = find_donations(roots, po);
     res.hash = graph_hash(roots, po, donations);
     CutRecord record;
+    if (region) record.name = region->name;
     record.reason = cfg.reason;
     record.hash = res.hash;
     record.nodes = po.nodes.size();
@@ -270,6 +276,16 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     record.outputs = roots.values.size();
     record.frames = std::move(frames);
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
+    if (record.compiled) {
+      std::string site = record.frames.empty()
+                             ? std::string()
+                             : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
+      Explanation e = explain_and_remember(describe_graph_key(site, res.hash, roots, po, donations));
+      record.explanation = std::move(e.text);
+      record.cause = std::move(e.cause);
+    }
+    report_execution(record);
+    save_graph(record, roots.values);
     if (cfg.reason == CutReason::EagerOp) {
       LZ_COUNTER("EagerOpExecute", 1);
       if (record.compiled) LZ_COUNTER("EagerOpCompile", 1);

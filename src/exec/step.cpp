@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "exec/debug_log.h"
 #include "exec/graph_executor.h"
 #include "tensor/device.h"
 
@@ -61,6 +62,7 @@ void step_barrier(bool wait, bool reset_scope, CutReason reason) {
     std::fprintf(stderr, "[lazuli] step %lld: %s graph %s\n", static_cast<long long>(step),
                  r.ran ? "scheduled" : "nothing pending,", r.ran ? r.hash.hex().c_str() : "");
   }
+  check_step_patterns(step);
   // After the barrier, in registration order; closures that read values share this execution.
   for (auto& fn : closures) fn();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "exec/compile_region.h"
 #include "exec/graph_executor.h"
 
 namespace lz::frontend {
@@ -13,6 +14,7 @@ ir::Value value_of(const Tensor& t, const char* op) {
 }
 
 Tensor wrap(ir::Value v) {
+  if (current_region()) note_node_location(v.node.get());
   Tensor t(internal::TensorImpl::from_value(std::move(v)));
   if (eager_mode()) {
     // Each op is its own small program, cached per op signature like any graph.

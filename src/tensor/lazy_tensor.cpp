@@ -1,5 +1,6 @@
 #include "tensor/lazy_tensor.h"
 
+#include "core/call_site.h"
 #include "core/metrics.h"
 #include "lazuli/error.h"
 #include "tensor/device.h"
@@ -20,6 +21,7 @@ std::shared_ptr<TensorImpl> TensorImpl::create(DType dtype, Shape shape) {
   auto t = std::make_shared<TensorImpl>(Key{}, dtype, std::move(shape));
   t->device_ = &default_device();
   t->device_->registry.add(t.get(), &t->id_);
+  if (record_creation_sites()) t->created_at_ = user_call_site();
   return t;
 }
 
@@ -38,6 +40,7 @@ std::shared_ptr<TensorImpl> TensorImpl::from_buffer(BufferPtr b) {
   auto t = create(b->dtype(), b->shape());
   t->state_ = TensorState::DeviceData;
   b->owner_tensor_id = t->id_;
+  if (!t->created_at_.empty()) b->created_at = t->created_at_;
   t->buffer_ = std::move(b);
   return t;
 }
@@ -87,6 +90,7 @@ ir::Value TensorImpl::value_locked() {
       LZ_COUNTER("TransferToDevice", 1);
       buffer_ = std::make_shared<DeviceBuffer>(dtype_, shape_, std::move(host_));
       buffer_->owner_tensor_id = id_;
+      buffer_->created_at = created_at_;
       host_.reset();
       state_ = TensorState::DeviceData;
       data_node_ = ir::make_device_data(buffer_);
@@ -174,6 +178,7 @@ void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr b
   if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
   state_ = TensorState::DeviceData;
   buffer->owner_tensor_id = id_;
+  if (!created_at_.empty()) buffer->created_at = created_at_;
   buffer_ = std::move(buffer);
   data_node_.reset();
   ir_ = {};

@@ -45,6 +45,8 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   TensorState state() const;
+  // "file:line" of the user code that created it; "" unless debugging records creation sites.
+  const std::string& created_at() const { return created_at_; }
 
   // The IR value of this tensor now: wraps device data in a (cached) DeviceData leaf, uploads a
   // host tensor, or applies a view chain to the base's current value.
@@ -78,6 +80,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   int64_t id_ = 0;
   Device* device_ = nullptr;
+  std::string created_at_;
   const DType dtype_;
   const Shape shape_;
 

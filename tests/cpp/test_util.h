@@ -5,6 +5,8 @@
 
 #include "core/config.h"
 #include "core/metrics.h"
+#include "exec/cut_record.h"
+#include "exec/explain.h"
 #include "exec/graph_executor.h"
 #include "lazuli/lazuli.h"
 
@@ -16,6 +18,8 @@ class RuntimeTest : public ::testing::Test {
     lz::wait();
     saved_ = lz::config();
     lz::clear_compile_cache();
+    lz::clear_recompile_history();
+    lz::cut_log().clear();
     lz::debug::clear_counters();
   }
   void TearDown() override {

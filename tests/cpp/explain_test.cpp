@@ -1,0 +1,152 @@
+// Recompile explanations, debug output, graph files and compile-region guards (DESIGN.md 6),
+// each observed through counters, recent cut records and the files written.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "exec/compile_region.h"
+#include "test_util.h"
+
+namespace lz {
+namespace {
+
+using Explain = testing::RuntimeTest;
+using Guards = testing::RuntimeTest;
+
+std::string last_explanation() {
+  auto cuts = cut_log().recent();
+  return cuts.empty() ? "" : cuts.back().explanation;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST_F(Explain, FirstCompileIsANewCallSite) {
+  (tensor<float>({1, 2}, {2}) * 3.0f).to_vector<float>();
+  EXPECT_EQ(counter("RecompileReason::new-call-site"), 1);
+  EXPECT_NE(last_explanation().find("first compile"), std::string::npos);
+}
+
+TEST_F(Explain, ChangedInputShapeIsNamedWithOldAndNewShape) {
+  (tensor<float>({1, 2}, {2}) * 3.0f).to_vector<float>();
+  (tensor<float>({1, 2, 3}, {3}) * 3.0f).to_vector<float>();
+  EXPECT_EQ(counter("RecompileReason::input-shape"), 1);
+  EXPECT_NE(last_explanation().find("float32[2] to float32[3]"), std::string::npos) << last_explanation();
+}
+
+TEST_F(Explain, ChangedInputDtypeIsNamed) {
+  (tensor<float>({1, 2}, {2}) * 3.0f).to_vector<float>();
+  (tensor<double>({1, 2}, {2}) * 3.0f).to_vector<double>();
+  EXPECT_EQ(counter("RecompileReason::input-dtype"), 1);
+  EXPECT_NE(last_explanation().find("float64"), std::string::npos) << last_explanation();
+}
+
+TEST_F(Explain, TensorKeptAliveAcrossTheBarrierIsNamedAsNewlyAlive) {
+  Tensor w = tensor<float>({1, 2}, {2});
+  lz::sync(true);
+  {
+    Tensor out = (w * 3.0f).sum();
+    lz::sync(true);
+  }
+  Tensor hidden = w * 3.0f;
+  Tensor out = hidden.sum();
+  lz::sync(true);
+  EXPECT_EQ(counter("RecompileReason::new-live-tensor"), 1) << last_explanation();
+  EXPECT_NE(last_explanation().find("more tensor(s) alive"), std::string::npos);
+}
+
+TEST_F(Explain, ChangedBakedConstantIsNamedWithBothValues) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  (a + lz::constant(5, kFloat32)).to_vector<float>();
+  (a + lz::constant(7, kFloat32)).to_vector<float>();
+  EXPECT_EQ(counter("RecompileReason::baked-constant"), 1);
+  EXPECT_NE(last_explanation().find("from 5 to 7"), std::string::npos) << last_explanation();
+}
+
+TEST_F(Explain, SameBufferTwiceIsAnAliasingChange) {
+  Tensor a = tensor<float>({1, 2}, {2}), b = tensor<float>({3, 4}, {2});
+  (a + b).to_vector<float>();
+  (a + a).to_vector<float>();
+  EXPECT_EQ(counter("RecompileReason::aliasing"), 1) << last_explanation();
+}
+
+TEST_F(Explain, ChangedEnvironmentIsNamed) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  (a * 3.0f).to_vector<float>();
+  set_active_backend(config().backend == "cpu" ? "interp" : "cpu");
+  (a * 3.0f).to_vector<float>();
+  set_active_backend(config().backend);
+  EXPECT_EQ(counter("RecompileReason::environment"), 1);
+}
+
+TEST_F(Explain, DebugLevelOnePrintsABlockPerCompileToTheDebugFile) {
+  std::string path = ::testing::TempDir() + "/lazuli_debug.txt";
+  std::remove(path.c_str());
+  mutable_config().debug = 1;
+  mutable_config().debug_file = path;
+  Tensor a = tensor<float>({1, 2}, {2});
+  (a * 3.0f).to_vector<float>();
+  (a * 3.0f).to_vector<float>();  // a cache hit: no block at level 1
+  std::string text = slurp(path);
+  EXPECT_NE(text.find("compile, cause value-read"), std::string::npos) << text;
+  EXPECT_NE(text.find("why it compiled"), std::string::npos) << text;
+  EXPECT_EQ(text.find("execution, cause"), std::string::npos) << text;
+  mutable_config().debug = 2;
+  (a * 3.0f).to_vector<float>();
+  EXPECT_NE(slurp(path).find("execution, cause value-read"), std::string::npos);
+}
+
+TEST_F(Explain, SaveGraphsFileGetsReasonGraphAndHashAtEveryCut) {
+  std::string path = ::testing::TempDir() + "/lazuli_graphs.txt";
+  std::remove(path.c_str());
+  mutable_config().save_graphs_file = path;
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor y = (a * 3.0f).exp();
+  std::string h = debug::graph_hash({y});
+  lz::sync_tensors({y}, true);
+  std::string text = slurp(path);
+  EXPECT_NE(text.find("cause sync-tensors"), std::string::npos) << text;
+  EXPECT_NE(text.find("exp("), std::string::npos) << text;
+  EXPECT_NE(text.find("graph hash: " + h), std::string::npos) << text;
+  mutable_config().save_graphs_fmt = "dot";
+  (a + 1.0f).to_vector<float>();
+  EXPECT_NE(slurp(path).find("digraph"), std::string::npos);
+}
+
+TEST_F(Guards, FullGraphRegionRaisesBeforeAnyExecutionAndStaysUsable) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor y = a * 3.0f;
+  enter_region("step", /*full_graph=*/true, -1, 1);
+  EXPECT_THROW(y.to_vector<float>(), UnexpectedExecutionError);
+  EXPECT_THROW(lz::sync(), UnexpectedExecutionError);
+  exit_region();
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 0);  // nothing ran
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3, 6}));
+}
+
+TEST_F(Guards, MaxDifferentGraphsRaisesOnTheExtraGraphBeforeCompiling) {
+  auto traced = [](int n) {
+    enter_region("f", false, /*max_graphs=*/1, 42);
+    Tensor y = lz::ones({n}) * 2.0f;
+    try {
+      check_region_graph();
+    } catch (...) {
+      exit_region();
+      throw;
+    }
+    exit_region();
+    lz::sync(true);
+  };
+  traced(3);
+  traced(3);
+  EXPECT_THROW(traced(4), TooManyGraphsError);
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+  lz::sync(true);  // the runtime still works (the pending ones(4) runs here)
+}
+
+}  // namespace
+}  // namespace lz
