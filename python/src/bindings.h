@@ -41,6 +41,8 @@ py::class_<lz::Tensor> bind_tensor(py::module_& m);
 // Module functions, and the same ops as Tensor methods where PyTorch has them.
 void bind_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_runtime(py::module_& m);
+// requires_grad, grad, backward, detach, no_grad (python/src/autograd_bindings.cpp).
+void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_debug(py::module_& m);
 
 }  // namespace lzpy

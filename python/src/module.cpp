@@ -208,6 +208,7 @@ PYBIND11_MODULE(_C, m) {
 
   py::class_<lz::Tensor> tensor_cls = lzpy::bind_tensor(m);
   lzpy::bind_ops(m, tensor_cls);
+  lzpy::bind_autograd(m, tensor_cls);
   lzpy::bind_runtime(m);
   lzpy::bind_debug(m);
 }
