@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Sets up everything (system packages, build) and runs the demos: C++ and Python.
+# Sets up everything (system packages, build) and runs the demos: the main one first (training an
+# MLP on the handwritten digits, examples/train_digits.py), then the C++ and Python runtime demos.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh build
+echo "== examples/train_digits.py (MLP on sklearn's handwritten digits) =="
+PYTHONPATH=python /usr/bin/python3 examples/train_digits.py
+echo "== examples/train_mlp.cpp (the same model through the C++ API) =="
+./build/examples/train_mlp
 echo "== examples/demo.cpp =="
 ./build/examples/demo
 echo "== examples/demo.py =="

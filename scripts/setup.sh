@@ -13,6 +13,7 @@ PACKAGES=(
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
   python3-dev pybind11-dev                         # the Python extension lazuli._C
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
+  python3-sklearn python3-tqdm                     # examples/train_digits.py: digits data set, progress bar
 )
 
 missing=()

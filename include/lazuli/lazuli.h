@@ -1,8 +1,10 @@
 // Lazuli: a lazy tensor runtime. Include this one header.
 #pragma once
+#include "lazuli/autograd.h"
 #include "lazuli/debug.h"
 #include "lazuli/dtype.h"
 #include "lazuli/error.h"
+#include "lazuli/nn.h"
 #include "lazuli/ops.h"
 #include "lazuli/runtime.h"
 #include "lazuli/tensor.h"

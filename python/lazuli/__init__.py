@@ -9,7 +9,7 @@ from . import _C
 from ._C import (  # noqa: F401  (the public names of API.md)
     Tensor, Error, ExecutionError,
     from_numpy, zeros, ones, full, zeros_like, ones_like, full_like, arange, eye, rand, randn,
-    randint, manual_seed,
+    randint, manual_seed, constant,
     exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu, erf, floor, ceil,
     round, sign, abs, neg, reciprocal, logical_not, bitwise_not,
     add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
@@ -39,3 +39,8 @@ __version__ = "0.1.0"
 
 # Frames inside this package are the library's; the first frame outside is the user's call site.
 _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
+
+# Autograd, nn and optim (issue 5).
+from .autograd import no_grad, enable_grad, is_grad_enabled, set_grad_enabled  # noqa: F401,E402
+from ._C import detach  # noqa: F401,E402
+from . import nn, optim  # noqa: F401,E402

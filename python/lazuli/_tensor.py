@@ -60,8 +60,10 @@ def _is_int(x):
     return isinstance(x, numbers.Integral) and not isinstance(x, builtins.bool)
 
 
-def _as_index_tensor(key):
-    """An integer index tensor for a list, numpy array or tensor key, or None."""
+def _as_index_tensor(key, size=None):
+    """An integer index tensor for a list, numpy array or tensor key, or None. Host keys (lists,
+    numpy arrays) are known now, so their values are checked against `size` here, as PyTorch
+    does; tensor keys are checked when the program runs."""
     if isinstance(key, _C.Tensor):
         return key
     if isinstance(key, (list, np.ndarray)):
@@ -70,6 +72,10 @@ def _as_index_tensor(key):
             raise IndexError(f"tensors used as indices must be integer or bool, got {arr.dtype}")
         if arr.size == 0:
             arr = arr.astype(np.int64)
+        if size is not None and arr.dtype.kind in "iu" and arr.size:
+            bad = arr[(arr < -size) | (arr >= size)]
+            if bad.size:
+                raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension with size {size}")
         return tensor(arr)
     return None
 
@@ -113,7 +119,7 @@ def _basic_and_advanced(t, key):
             view = view._slice(dim, k.start, k.stop, step)
             dim += 1
         else:
-            idx = _as_index_tensor(k)
+            idx = _as_index_tensor(k, view.shape[dim] if dim < view.ndim else None)
             if idx is None:
                 raise IndexError(f"only integers, slices, None, '...', integer or bool tensors "
                                  f"and lists are valid indices (got {type(k).__name__})")

@@ -1,6 +1,7 @@
 // lazuli._C: module setup, error translation, dtypes, argument conversion and the Python
 // frame provider for call sites.
 #include <string>
+#include <unordered_map>
 
 #include "bindings.h"
 #include "exec/cut_record.h"
@@ -50,18 +51,67 @@ namespace {
 
 std::string g_package_dir;  // frames under it belong to lazuli, not to the user
 
+// Per code object: is it user code, and its file and function names. Converting names to C++
+// strings dominated the frame walk, so each code object is converted once. Entries hold a
+// reference to their code object (so an address is never reused while cached); the cache is
+// bounded and emptied when full.
+struct CodeInfo {
+  bool user;
+  std::string file, function;
+  std::unordered_map<int, lz::CallSite> sites;  // "file:line" per line, interned
+};
+std::unordered_map<PyCodeObject*, CodeInfo> g_code_cache;
+
+const CodeInfo& code_info(PyCodeObject* code) {
+  auto it = g_code_cache.find(code);
+  if (it != g_code_cache.end()) return it->second;
+  if (g_code_cache.size() >= 4096) {
+    for (auto& [c, info] : g_code_cache) Py_DECREF(c);
+    g_code_cache.clear();
+  }
+  std::string file = py::str(code->co_filename);
+  bool user = g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0;
+  Py_INCREF(code);
+  return g_code_cache.emplace(code, CodeInfo{user, std::move(file), std::string(py::str(code->co_name)), {}})
+      .first->second;
+}
+
+// The innermost user frame as an interned "file:line" (no allocation after the first time).
+lz::CallSite python_call_site() {
+  if (!Py_IsInitialized()) return nullptr;
+  py::gil_scoped_acquire gil;
+  PyFrameObject* f = PyEval_GetFrame();
+  if (f) Py_INCREF(f);
+  lz::CallSite site;
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    CodeInfo& info = const_cast<CodeInfo&>(code_info(code));
+    Py_DECREF(code);
+    if (info.user) {
+      int line = PyFrame_GetLineNumber(f);
+      auto& s = info.sites[line];
+      if (!s) s = std::make_shared<const std::string>(info.file + ":" + std::to_string(line));
+      site = s;
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  Py_XDECREF(f);
+  return site;
+}
+
 std::vector<lz::UserFrame> python_frames(int max_frames) {
   std::vector<lz::UserFrame> out;
   if (!Py_IsInitialized()) return out;
-  py::gil_scoped_acquire gil;
+  py::gil_scoped_acquire gil;  // also guards g_code_cache
   PyFrameObject* f = PyEval_GetFrame();
   if (f) Py_INCREF(f);
   while (f && static_cast<int>(out.size()) < max_frames) {
     PyCodeObject* code = PyFrame_GetCode(f);
-    std::string file = py::str(code->co_filename);
-    if (g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0) {
-      out.push_back({file, PyFrame_GetLineNumber(f), std::string(py::str(code->co_name))});
-    }
+    const CodeInfo& info = code_info(code);
+    if (info.user) out.push_back({info.file, PyFrame_GetLineNumber(f), info.function});
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(f);
     Py_DECREF(f);
@@ -189,6 +239,9 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(too_many.ptr(), e.what());
     } catch (const lz::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
+    } catch (const py::cast_error& e) {
+      // An argument of the wrong Python type reached a conversion inside a binding.
+      PyErr_SetString(PyExc_TypeError, (std::string("wrong argument type: ") + e.what()).c_str());
     }
   });
 
@@ -204,6 +257,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_package_dir", [](std::string dir) {
     lzpy::g_package_dir = std::move(dir);
     lz::set_frame_provider(&lzpy::python_frames);
+    lz::set_call_site_provider(&lzpy::python_call_site);
   });
 
   py::class_<lz::Tensor> tensor_cls = lzpy::bind_tensor(m);

@@ -233,6 +233,13 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
           return lz::randint(low, high.cast<int64_t>(), shape_arg(size), dtype_arg(dtype, lz::DType::Int64));
         }, py::arg("low"), py::arg("high"), py::arg("size") = py::none(), py::kw_only(), py::arg("dtype") = py::none());
   m.def("manual_seed", &lz::manual_seed, py::arg("seed"));
+  m.def("constant", [](const Operand& v, py::object dtype) {
+          if (v.is_tensor()) throw py::type_error("constant: the value must be a number");
+          lz::DType dt = dtype_arg(dtype, lz::result_type({v}));
+          return lz::constant(v.scalar(), dt);
+        }, py::arg("value"), py::arg("dtype") = py::none(),
+        "A number baked into the program: its value enters the graph hash (unlike plain numbers, "
+        "which are parameters). Changing it recompiles.");
   m.def("result_type", [](const Operand& a, const Operand& b) { return lz::result_type({a, b}); });
 }
 

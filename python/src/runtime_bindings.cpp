@@ -2,6 +2,7 @@
 #include "bindings.h"
 #include "exec/compile_region.h"
 #include "exec/device_executor.h"
+#include "backend/backend.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
 
@@ -78,6 +79,11 @@ void bind_runtime(py::module_& m) {
   m.def("is_eager_mode", &lz::eager_mode);
   m.def("device_count", &lz::device_count);
   m.def("backend", &lz::backend);
+  // Switch backends at run time (tests, comparisons); waits for in-flight programs first.
+  m.def("_set_backend", [](const std::string& name) {
+    wait_all_interruptibly();
+    lz::set_active_backend(name);
+  }, py::arg("name"));
   m.def("step_count", &lz::step_count);
 }
 

@@ -17,6 +17,11 @@ py::object read_scalar(const Tensor& t, const char* what) {
   return a.attr("reshape")(py::tuple()).attr("item")();
 }
 
+lz::Scalar number(const Operand& o, const char* op, const char* what) {
+  if (o.is_tensor()) throw py::type_error(std::string(op) + ": " + what + " must be a number");
+  return o.scalar();
+}
+
 // other * alpha as one number, keeping an int an int.
 lz::Scalar scaled(const lz::Scalar& s, const lz::Scalar& alpha) {
   if (s.kind() != lz::Scalar::Kind::Float && alpha.kind() != lz::Scalar::Kind::Float) {
@@ -121,11 +126,13 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
            }, py::is_operator())
       .def("__hash__", [](const Tensor& x) { return x.id(); })
       // in-place methods
-      .def("add_", [](Tensor& a, const Operand& b, const lz::Scalar& alpha) -> Tensor& {
-             return b.is_tensor() ? a.add_(b.tensor(), alpha) : a.add_(scaled(b.scalar(), alpha));
+      .def("add_", [](Tensor& a, const Operand& b, const Operand& alpha) -> Tensor& {
+             lz::Scalar al = number(alpha, "add_", "alpha");
+             return b.is_tensor() ? a.add_(b.tensor(), al) : a.add_(scaled(b.scalar(), al));
            }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1)
-      .def("sub_", [](Tensor& a, const Operand& b, const lz::Scalar& alpha) -> Tensor& {
-             return b.is_tensor() ? a.sub_(b.tensor(), alpha) : a.sub_(scaled(b.scalar(), alpha));
+      .def("sub_", [](Tensor& a, const Operand& b, const Operand& alpha) -> Tensor& {
+             lz::Scalar al = number(alpha, "sub_", "alpha");
+             return b.is_tensor() ? a.sub_(b.tensor(), al) : a.sub_(scaled(b.scalar(), al));
            }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1)
       .def("mul_", [](Tensor& a, const Operand& b) -> Tensor& {
              return b.is_tensor() ? a.mul_(b.tensor()) : a.mul_(b.scalar());
@@ -138,7 +145,12 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("fill_", [](Tensor& a, const Operand& v) -> Tensor& {
              return v.is_tensor() ? a.copy_(v.tensor()) : a.fill_(v.scalar());
            })
-      .def("clamp_", &Tensor::clamp_, py::arg("min") = py::none(), py::arg("max") = py::none())
+      .def("clamp_", [](Tensor& a, py::object min, py::object max) -> Tensor& {
+             std::optional<lz::Scalar> lo, hi;
+             if (!min.is_none()) lo = number(min.cast<Operand>(), "clamp_", "min");
+             if (!max.is_none()) hi = number(max.cast<Operand>(), "clamp_", "max");
+             return a.clamp_(lo, hi);
+           }, py::arg("min") = py::none(), py::arg("max") = py::none())
       .def("index_put_", &Tensor::index_put_)
       .def("scatter_add_", &Tensor::scatter_add_, py::arg("dim"), py::arg("index"), py::arg("src"))
       .def("_index_copy", [](const Tensor& a, int64_t dim, const Tensor& idx, const Tensor& src) {

@@ -48,19 +48,23 @@ std::exception_ptr Execution::error() const {
 }
 
 DeviceBuffer::DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> storage)
-    : dtype_(dtype), shape_(std::move(shape)), storage_(std::move(storage)) {}
+    : dtype_(dtype), shape_(std::move(shape)), slot_(std::make_shared<BufferSlot>()) {
+  slot_->storage = std::move(storage);
+}
 
 DeviceBuffer::DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer)
-    : dtype_(dtype), shape_(std::move(shape)), producer_(std::move(producer)) {}
+    : dtype_(dtype), shape_(std::move(shape)), slot_(std::make_shared<BufferSlot>()) {
+  slot_->producer = std::move(producer);
+}
 
 size_t DeviceBuffer::nbytes() const { return static_cast<size_t>(numel(shape_)) * dtype_size(dtype_); }
 
 const std::shared_ptr<Storage>& DeviceBuffer::wait() const {
-  if (producer_) producer_->wait();
-  if (donated.load(std::memory_order_acquire)) {
+  if (slot_->producer) slot_->producer->wait();
+  if (slot_->donated.load(std::memory_order_acquire)) {
     throw ExecutionError("this buffer was donated to a later program and no longer holds its value");
   }
-  return storage_;
+  return slot_->storage;
 }
 
 }  // namespace lz

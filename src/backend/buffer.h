@@ -50,11 +50,22 @@ class Execution {
   std::exception_ptr error_;
 };
 
+// What a queued program needs of a buffer: the memory (filled when the producing program runs),
+// the producer, and whether a later program took the memory. DeviceBuffer owns one; the executor
+// holds only slots, so a queued or running program never counts as a reference to the
+// DeviceBuffer, and donation decisions (DeviceBuffer use counts) do not depend on timing.
+struct BufferSlot {
+  std::shared_ptr<Storage> storage;
+  std::shared_ptr<Execution> producer;
+  std::atomic<bool> donated{false};
+};
+using SlotPtr = std::shared_ptr<BufferSlot>;
+
 class DeviceBuffer {
  public:
   // A ready buffer.
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> storage);
-  // A placeholder filled by `producer` (set_storage before producer completes).
+  // A placeholder filled by `producer` (the slot's storage is set before producer completes).
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer);
 
   DType dtype() const { return dtype_; }
@@ -62,24 +73,18 @@ class DeviceBuffer {
   size_t nbytes() const;
   // Waits for the producer; throws ExecutionError if it failed or the buffer was donated.
   const std::shared_ptr<Storage>& wait() const;
-  // Executor-thread side: storage of a placeholder, and access without waiting (the executor
-  // runs programs in order, so a parameter's producer has always finished before).
-  void set_storage(std::shared_ptr<Storage> s) { storage_ = std::move(s); }
-  const std::shared_ptr<Storage>& storage_unchecked() const { return storage_; }
-  const std::shared_ptr<Execution>& producer() const { return producer_; }
+  const std::shared_ptr<Execution>& producer() const { return slot_->producer; }
+  const SlotPtr& slot() const { return slot_; }
 
   // The tensor this buffer is the data of (for donation matching); 0 = none.
   int64_t owner_tensor_id = 0;
   // Where its tensor was created ("file:line"), when debugging records creation sites.
-  std::string created_at;
-  // Set when a later program took this buffer's memory for one of its outputs.
-  std::atomic<bool> donated{false};
+  std::shared_ptr<const std::string> created_at;
 
  private:
   DType dtype_;
   Shape shape_;
-  std::shared_ptr<Storage> storage_;
-  std::shared_ptr<Execution> producer_;
+  SlotPtr slot_;
 };
 
 using BufferPtr = std::shared_ptr<DeviceBuffer>;

@@ -17,9 +17,17 @@ std::vector<UserFrame> user_frames(int max_frames) {
   return p(max_frames);
 }
 
-std::string user_call_site() {
+namespace {
+std::atomic<CallSiteProvider> g_site_provider{nullptr};
+}
+
+void set_call_site_provider(CallSiteProvider p) { g_site_provider.store(p); }
+
+CallSite user_call_site() {
+  if (CallSiteProvider p = g_site_provider.load()) return p();
   std::vector<UserFrame> f = user_frames(1);
-  return f.empty() ? std::string() : f[0].file + ":" + std::to_string(f[0].line);
+  if (f.empty()) return nullptr;
+  return std::make_shared<const std::string>(f[0].file + ":" + std::to_string(f[0].line));
 }
 
 bool record_creation_sites() {

@@ -2,6 +2,7 @@
 // execution. The frontend in use installs a FrameProvider (Python's walks its interpreter frames,
 // skipping the lazuli package); with none installed (plain C++), call sites are empty.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,11 @@ struct UserFrame {
 using FrameProvider = std::vector<UserFrame> (*)(int max_frames);
 void set_frame_provider(FrameProvider p);
 std::vector<UserFrame> user_frames(int max_frames);
-// "file:line" of the innermost user frame, or "".
-std::string user_call_site();
+// "file:line" of the innermost user frame, interned (one allocation per distinct line), or null.
+using CallSite = std::shared_ptr<const std::string>;
+using CallSiteProvider = CallSite (*)();
+void set_call_site_provider(CallSiteProvider p);
+CallSite user_call_site();
 // True when debugging settings ask for per-tensor creation sites (they cost a frame walk).
 bool record_creation_sites();
 

@@ -39,6 +39,14 @@ std::exception_ptr DeviceExecutor::take_error() {
   return e;
 }
 
+void DeviceExecutor::record_error(const Execution* exec, std::exception_ptr error) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!error_) {
+    error_ = std::move(error);
+    error_exec_ = exec;
+  }
+}
+
 void DeviceExecutor::forget_error_of(const Execution* exec) {
   std::lock_guard<std::mutex> l(mu_);
   if (error_exec_ == exec) {
@@ -62,10 +70,6 @@ void DeviceExecutor::loop() {
     item.second = nullptr;  // release the task's buffers now, not when the next task arrives
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (std::exception_ptr e = item.first->error(); e && !error_) {
-        error_ = e;
-        error_exec_ = item.first.get();
-      }
       busy_ = false;
       if (queue_.empty()) idle_cv_.notify_all();
     }

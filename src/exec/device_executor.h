@@ -19,7 +19,8 @@ class DeviceExecutor {
  public:
   DeviceExecutor();
   ~DeviceExecutor();
-  // `task` runs on the executor thread and must complete `exec` (with or without an error).
+  // `task` runs on the executor thread and must complete `exec` (with or without an error; on an
+  // error it calls record_error first).
   void schedule(std::shared_ptr<Execution> exec, std::function<void()> task);
   // Blocks until everything scheduled so far has finished.
   void wait_all();
@@ -27,6 +28,8 @@ class DeviceExecutor {
   bool wait_all_for_ms(int ms);
   // The pending asynchronous error, cleared; null when none.
   std::exception_ptr take_error();
+  // Called by a failing task before it completes `exec`: the error waits for the next wait/sync.
+  void record_error(const Execution* exec, std::exception_ptr error);
   // A value read that raised `exec`'s own error need not raise it again at the next sync.
   void forget_error_of(const Execution* exec);
 

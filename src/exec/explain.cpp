@@ -135,10 +135,10 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
   for (size_t i = 0; i < roots.values.size(); ++i) {
     const auto& t = roots.tensors[i];
     k.roots.push_back({t->id(), roots.values[i].dtype(), roots.values[i].shape(), roots.values[i].hash(),
-                       t->created_at()});
+                       t->created_at() ? *t->created_at() : std::string()});
   }
   for (const BufferPtr& b : po.params) {
-    k.params.push_back({b->owner_tensor_id, b->dtype(), b->shape(), {}, b->created_at});
+    k.params.push_back({b->owner_tensor_id, b->dtype(), b->shape(), {}, b->created_at ? *b->created_at : std::string()});
   }
   k.param_sequence = po.param_sequence;
   k.donations = donations;

@@ -202,30 +202,25 @@ std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& 
 }
 
 void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
-                 const std::vector<BufferPtr>& params,
-                 const std::vector<std::weak_ptr<DeviceBuffer>>& weak_outputs,
+                 const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
                  const std::vector<std::pair<DType, Shape>>& root_types,
-                 const std::vector<std::pair<int, int>>& donations, Execution& exec) {
+                 const std::vector<std::pair<int, int>>& donations,
+                 const std::shared_ptr<Execution>& exec) {
   try {
     LZ_TIMED("ExecuteTime");
-    // An output nobody holds any more is still computed (the program writes every output), into
-    // scratch memory that is dropped at once.
-    std::vector<BufferPtr> outputs;
-    outputs.reserve(weak_outputs.size());
-    for (const auto& w : weak_outputs) outputs.push_back(w.lock());
     std::vector<const Storage*> ps;
     ps.reserve(params.size());
-    for (const BufferPtr& b : params) {
-      if (b->producer() && b->producer()->error()) {
+    for (const SlotPtr& p : params) {
+      if (p->producer && p->producer->error()) {
         throw ExecutionError("an input of this program came from an execution that failed");
       }
-      if (b->donated.load(std::memory_order_acquire)) {
+      if (p->donated.load(std::memory_order_acquire)) {
         throw ExecutionError("an input of this program was donated to an earlier program");
       }
-      ps.push_back(b->storage_unchecked().get());
+      ps.push_back(p->storage.get());
     }
     std::vector<std::shared_ptr<Storage>> outs(outputs.size());
-    for (auto& [p, r] : donations) outs[r] = params[p]->storage_unchecked();
+    for (auto& [p, r] : donations) outs[r] = params[p]->storage;
     for (size_t r = 0; r < outputs.size(); ++r) {
       if (outs[r]) continue;
       const auto& [dt, shape] = root_types[r];
@@ -234,14 +229,14 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
     std::vector<Storage*> raw(outs.size());
     for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
     exe->run(ps, raw);
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      if (outputs[r]) outputs[r]->set_storage(std::move(outs[r]));
-    }
+    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
     for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
-    exec.complete(nullptr);
+    exec->complete(nullptr);
   } catch (const std::exception& e) {
-    exec.complete(std::make_exception_ptr(
-        ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what())));
+    auto err = std::make_exception_ptr(ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what()));
+    // Recorded before completing, so a reader woken by the completion can always forget it.
+    device_executor().record_error(exec.get(), err);
+    exec->complete(err);
   }
 }
 
@@ -295,13 +290,16 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
 
     exec = std::make_shared<Execution>();
     res.outputs.reserve(roots.values.size());
-    std::vector<std::weak_ptr<DeviceBuffer>> weak_outputs;
+    std::vector<SlotPtr> output_slots;
     std::vector<std::pair<DType, Shape>> root_types;
     for (const ir::Value& v : roots.values) {
       res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
-      weak_outputs.push_back(res.outputs.back());
+      output_slots.push_back(res.outputs.back()->slot());
       root_types.emplace_back(v.dtype(), v.shape());
     }
+    std::vector<SlotPtr> param_slots;
+    param_slots.reserve(po.params.size());
+    for (const BufferPtr& b : po.params) param_slots.push_back(b->slot());
     if (cfg.sync_data) {
       for (size_t i = 0; i < roots.values.size(); ++i) {
         if (roots.store[i]) roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i]);
@@ -310,14 +308,13 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     res.ran = true;
     res.tensors = roots.tensors;
     res.execution = exec;
-    // The task owns its parameters but only weakly its outputs, so a queued program never keeps
-    // an output buffer alive (that would block donating it in the next step). The roots' IR, and
-    // so the graph, is dropped when this scope ends.
+    // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
+    // change the use counts that donation decisions read. The roots' IR, and so the graph, is
+    // dropped when this scope ends.
     device_executor().schedule(
-        exec, [exe, hash = res.hash, params = std::move(po.params),
-               weak_outputs = std::move(weak_outputs), root_types = std::move(root_types),
-               donations = std::move(donations), exec_raw = exec.get()] {
-          run_program(exe, hash, params, weak_outputs, root_types, donations, *exec_raw);
+        exec, [exe, hash = res.hash, params = std::move(param_slots), outputs = std::move(output_slots),
+               root_types = std::move(root_types), donations = std::move(donations), exec] {
+          run_program(exe, hash, params, outputs, root_types, donations, exec);
         });
     internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
   }

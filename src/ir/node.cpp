@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "autograd/grad_mode.h"
 #include "ir/shape_inference.h"
 
 namespace lz::ir {
@@ -79,12 +80,21 @@ NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
   n->shape = std::move(out.shape);
   n->node_hash = node_hash;
   n->dag_hash = dag_hash;
+  if (op != OpKind::StopGradient && is_floating(n->dtype) && autograd::grad_enabled()) {
+    for (const Value& v : n->operands) {
+      if (v.node->requires_grad) {
+        n->requires_grad = true;
+        break;
+      }
+    }
+  }
   g_nodes_created.fetch_add(1, std::memory_order_relaxed);
   return n;
 }
 
-NodePtr make_device_data(BufferPtr buffer) {
+NodePtr make_device_data(BufferPtr buffer, bool requires_grad) {
   auto n = std::make_shared<Node>();
+  n->requires_grad = requires_grad;
   n->op = OpKind::DeviceData;
   n->dtype = buffer->dtype();
   n->shape = buffer->shape();

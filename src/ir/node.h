@@ -66,6 +66,12 @@ class Node {
   // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its mutex;
   // not part of the node's value.
   mutable uint64_t visit_mark = 0;
+  // Autograd (src/autograd), never hashed: the value depends on a tensor that requires grad,
+  // recorded with grad mode on. Set at birth (make_node, or a leaf of such a tensor).
+  bool requires_grad = false;
+  // Set by backward() without retain_graph on the interior nodes it went through, so a second
+  // backward through them raises instead of silently accumulating twice.
+  mutable bool grad_consumed = false;
 
   bool is_leaf() const { return operands.empty(); }
 };
@@ -74,7 +80,8 @@ class Node {
 // Throws ValueError / TypeError naming the op, shapes and dtypes; then nothing is recorded.
 NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs = {});
 // Leaves.
-NodePtr make_device_data(BufferPtr buffer);
+// requires_grad: the buffer is the value of a leaf tensor that requires grad (see autograd).
+NodePtr make_device_data(BufferPtr buffer, bool requires_grad = false);
 NodePtr make_constant(double value, DType dtype);
 NodePtr make_iota(int64_t n, DType dtype);
 

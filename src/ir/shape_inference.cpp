@@ -232,6 +232,8 @@ OutputType infer_output(OpKind op, const std::vector<Value>& v, const Attrs& a) 
       return {a.dtype, a.ints};
     case OpClass::Unary:
       if (op == OpKind::Cast) return {a.dtype, v[0].shape()};
+      // Autograd identities: the operand's value, unchanged.
+      if (op == OpKind::GradLeaf || op == OpKind::StopGradient) return {v[0].dtype(), v[0].shape()};
       if (op == OpKind::BitwiseNot && is_floating(v[0].dtype())) {
         fail_type(op, v, "needs a bool or integer operand");
       }

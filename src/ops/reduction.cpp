@@ -35,7 +35,7 @@ ir::Value count_constant(int64_t n, DType dt) { return {ir::make_constant(static
 ir::Value float_input(const char* op, const Tensor& x) {
   ir::Value v = frontend::value_of(x, op);
   if (!is_floating(v.dtype())) {
-    throw TypeError(desc(op, x) + ": needs a floating point input; call .to(lz::kFloat32) first");
+    throw TypeError(desc(op, x) + ": needs a floating point input; convert it first (to float32: .float() in Python, .to(lz::kFloat32) in C++)");
   }
   return v;
 }
@@ -63,15 +63,29 @@ Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
   return wrap(node(OpKind::Div, {s, count_constant(reduced_count(x.shape(), d), v.dtype())}));
 }
 
+namespace {
+// max/min have no identity: reducing over a zero-size dim is an error, named after the user's op.
+void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims) {
+    if (x.shape()[d] == 0) {
+      throw ValueError(desc(op, x) + ": cannot reduce over the zero-size dim " + std::to_string(d) +
+                       " (the operation has no identity)");
+    }
+  }
+}
+}  // namespace
+
 Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amax");
   auto d = frontend::reduce_dims(dims, x, "amax");
+  check_nonempty("amax", x, d);
   return wrap(reduce(OpKind::ReduceMax, v, d, keepdim));
 }
 
 Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amin");
   auto d = frontend::reduce_dims(dims, x, "amin");
+  check_nonempty("amin", x, d);
   return wrap(reduce(OpKind::ReduceMin, v, d, keepdim));
 }
 

@@ -139,6 +139,18 @@ std::string Tensor::to_string() const {
   };
   const Shape& s = shape();
   std::string out = "tensor(";
+  if (numel() == 0) {  // as PyTorch: tensor([]) or tensor([], size=(2, 0))
+    out += "[]";
+    if (s.size() > 1) {
+      out += ", size=(";
+      for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+      out += ")";
+    }
+    if (dt != DType::Float32 && dt != DType::Int64 && dt != DType::Bool) {
+      out += ", dtype=lazuli." + std::string(dtype_name(dt));
+    }
+    return out + ")";
+  }
   std::vector<int64_t> st = contiguous_strides(s);
   // Recursive printer over dims, PyTorch style: nested brackets, rows on their own lines.
   std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t off) {
@@ -161,7 +173,6 @@ std::string Tensor::to_string() const {
   if (dt != DType::Float32 && dt != DType::Int64 && dt != DType::Bool) {
     out += ", dtype=lazuli." + std::string(dtype_name(dt));
   }
-  if (numel() == 0 && s.size() > 1) out += ", size=" + shape_str(s);
   return out + ")";
 }
 

@@ -1,5 +1,7 @@
 #include "tensor/lazy_tensor.h"
 
+#include "autograd/grad_mode.h"
+#include "autograd/leaf_registry.h"
 #include "core/call_site.h"
 #include "core/metrics.h"
 #include "lazuli/error.h"
@@ -40,7 +42,7 @@ std::shared_ptr<TensorImpl> TensorImpl::from_buffer(BufferPtr b) {
   auto t = create(b->dtype(), b->shape());
   t->state_ = TensorState::DeviceData;
   b->owner_tensor_id = t->id_;
-  if (!t->created_at_.empty()) b->created_at = t->created_at_;
+  if (t->created_at_) b->created_at = t->created_at_;
   t->buffer_ = std::move(b);
   return t;
 }
@@ -80,9 +82,25 @@ ir::Value TensorImpl::value() {
 
 ir::Value TensorImpl::value_locked() {
   switch (state_) {
-    case TensorState::IR: return ir_;
+    case TensorState::IR:
+      if (requires_grad_ && autograd::grad_enabled()) {
+        // A leaf updated in place (under no_grad) and not synced yet: an identity node carries the
+        // flag, so ir_ itself (shared with the update's graph) stays a plain value.
+        if (!grad_leaf_node_) {
+          ir::NodePtr n = ir::make_node(ir::OpKind::GradLeaf, {ir_});
+          const_cast<ir::Node&>(*n).requires_grad = true;  // not yet shared
+          autograd::register_leaf(n, weak_from_this());
+          grad_leaf_node_ = std::move(n);
+        }
+        return ir::Value{grad_leaf_node_, 0};
+      }
+      return ir_;
     case TensorState::DeviceData:
-      if (!data_node_) data_node_ = ir::make_device_data(buffer_);
+      if (tape_ && autograd::grad_enabled()) return tape_;  // recomputed so gradients flow
+      if (!data_node_) {
+        data_node_ = ir::make_device_data(buffer_, requires_grad_);
+        if (requires_grad_) autograd::register_leaf(data_node_, weak_from_this());
+      }
       return ir::Value{data_node_, 0};
     case TensorState::Host: {
       // The host copy made at creation becomes the device memory: on the CPU device the upload
@@ -93,7 +111,8 @@ ir::Value TensorImpl::value_locked() {
       buffer_->created_at = created_at_;
       host_.reset();
       state_ = TensorState::DeviceData;
-      data_node_ = ir::make_device_data(buffer_);
+      data_node_ = ir::make_device_data(buffer_, requires_grad_);
+      if (requires_grad_) autograd::register_leaf(data_node_, weak_from_this());
       return ir::Value{data_node_, 0};
     }
     case TensorState::View: return view_value_locked();
@@ -103,7 +122,12 @@ ir::Value TensorImpl::value_locked() {
 
 ir::Value TensorImpl::view_value_locked() {
   ir::Value v = view_base_->value();
-  if (view_cache_ && view_cache_base_ == v.node) return view_cache_;
+  // A cache built in the other grad mode has the wrong requires_grad flags.
+  bool want_grad = v.node->requires_grad && autograd::grad_enabled();
+  for (const ViewOp& op : view_ops_) want_grad &= op.op != ir::OpKind::StopGradient;
+  if (view_cache_ && view_cache_base_ == v.node && view_cache_.node->requires_grad == want_grad) {
+    return view_cache_;
+  }
   view_cache_base_ = v.node;
   for (const ViewOp& op : view_ops_) v = ir::Value{ir::make_node(op.op, {v}, op.attrs), 0};
   view_cache_ = v;
@@ -127,6 +151,7 @@ ir::Value inverse_view(const ViewOp& op, const ir::Value& in, const ir::Value& u
       a.ints = op.in_shape;
       return {ir::make_node(ir::OpKind::Reshape, {update}, a), 0};
     }
+    case ir::OpKind::StopGradient: return update;  // detach(): writes go to the same value
     case ir::OpKind::Expand:
       throw ValueError("in-place update of an expanded view is not supported: it would write one "
                        "element several times (call .contiguous() first, or update the base)");
@@ -138,6 +163,15 @@ ir::Value inverse_view(const ViewOp& op, const ir::Value& in, const ir::Value& u
 }  // namespace
 
 void TensorImpl::set_value(ir::Value v) {
+  if (autograd::grad_enabled()) {
+    bool detached = false;
+    for (const ViewOp& op : view_ops_) detached |= op.op == ir::OpKind::StopGradient;
+    if (requires_grad_ || (view_base_ && !detached && view_base_->requires_grad_flag())) {
+      throw Error(std::string(view_base_ ? "a view of a leaf tensor" : "a leaf tensor") +
+                  " that requires grad is used in an in-place operation; update it under "
+                  "no_grad (lz.no_grad() / lz::NoGradGuard), or detach() it");
+    }
+  }
   std::lock_guard<std::mutex> l(mu_);
   set_value_locked(std::move(v));
 }
@@ -154,6 +188,8 @@ void TensorImpl::set_value_locked(ir::Value v) {
     buffer_.reset();
     data_node_.reset();
     host_.reset();
+    grad_leaf_node_.reset();
+    tape_ = {};
     return;
   }
   // Write through: recompute each link's input from the base, then fold the update back.
@@ -178,10 +214,48 @@ void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr b
   if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
   state_ = TensorState::DeviceData;
   buffer->owner_tensor_id = id_;
-  if (!created_at_.empty()) buffer->created_at = created_at_;
+  if (created_at_) buffer->created_at = created_at_;
   buffer_ = std::move(buffer);
   data_node_.reset();
+  grad_leaf_node_.reset();
+  // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
+  tape_ = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
   ir_ = {};
+}
+
+bool TensorImpl::requires_grad_flag() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return requires_grad_;
+}
+
+void TensorImpl::set_requires_grad_flag(bool on) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (requires_grad_ == on) return;
+  requires_grad_ = on;
+  data_node_.reset();  // rebuilt with the new flag; parameters are deduplicated by buffer
+  grad_leaf_node_.reset();
+  view_cache_ = {};
+}
+
+std::shared_ptr<TensorImpl> TensorImpl::grad() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return grad_;
+}
+
+void TensorImpl::set_grad(std::shared_ptr<TensorImpl> g) {
+  std::lock_guard<std::mutex> l(mu_);
+  grad_ = std::move(g);
+}
+
+ir::Value TensorImpl::autograd_value() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ == TensorState::DeviceData && tape_) return tape_;
+  return value_locked();
+}
+
+void TensorImpl::release_tape() {
+  std::lock_guard<std::mutex> l(mu_);
+  tape_ = {};
 }
 
 BufferPtr TensorImpl::buffer() {

@@ -46,7 +46,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const Shape& shape() const { return shape_; }
   TensorState state() const;
   // "file:line" of the user code that created it; "" unless debugging records creation sites.
-  const std::string& created_at() const { return created_at_; }
+  const std::shared_ptr<const std::string>& created_at() const { return created_at_; }
 
   // The IR value of this tensor now: wraps device data in a (cached) DeviceData leaf, uploads a
   // host tensor, or applies a view chain to the base's current value.
@@ -61,6 +61,18 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
   std::shared_ptr<TensorImpl> view_base() const { return view_base_; }
+
+  // Autograd (src/autograd). The leaf flag set by requires_grad_(); a leaf's value() is a node that
+  // requires grad (its DeviceData leaf, or a GradLeaf identity over pending IR), registered with
+  // the leaf registry so backward can find this tensor's grad.
+  bool requires_grad_flag() const;
+  void set_requires_grad_flag(bool on);
+  std::shared_ptr<TensorImpl> grad() const;
+  void set_grad(std::shared_ptr<TensorImpl> g);
+  // The IR backward starts from: value(), or, for a tensor a value read materialized while its IR
+  // required grad, that IR (the "tape", kept until a backward consumes it).
+  ir::Value autograd_value();
+  void release_tape();
 
   // Live-tensor registry links (guarded by the registry's mutex).
   TensorImpl* reg_prev = nullptr;
@@ -80,7 +92,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   int64_t id_ = 0;
   Device* device_ = nullptr;
-  std::string created_at_;
+  std::shared_ptr<const std::string> created_at_;  // interned
   const DType dtype_;
   const Shape shape_;
 
@@ -94,6 +106,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   std::vector<ViewOp> view_ops_;           // View, applied base-first
   ir::NodePtr view_cache_base_;            // View: base node the cached value was built from
   ir::Value view_cache_;
+  bool requires_grad_ = false;             // leaf flag (autograd)
+  std::shared_ptr<TensorImpl> grad_;       // accumulated gradient of a leaf
+  ir::NodePtr grad_leaf_node_;             // IR state leaf: the GradLeaf over ir_ ("asked twice, same node")
+  ir::Value tape_;                         // DeviceData reached from requires-grad IR: that IR
 
   friend class Device;
 };

@@ -171,17 +171,11 @@ CAST_FAILURES = [
 ]
 
 
-@pytest.mark.xfail(reason="bug: arguments converted with py::object::cast<T>() in the bindings raise "
-                          "RuntimeError('Unable to cast Python instance to C++ type') instead of TypeError",
-                   strict=True)
 @pytest.mark.parametrize("call", [pytest.param(f, id=n) for n, f in CAST_FAILURES])
 def test_badly_typed_arguments_converted_in_bindings_raise_type_error(call):
     raises_without_leak(TypeError, lambda: call(lz.ones(2, 3)))
 
 
-@pytest.mark.xfail(reason="bug: amax/max of an empty tensor names the internal op 'reduce_max' and "
-                          "prints the shape as '[0] float32', not the user's op 'amax' and 'float32[0]'",
-                   strict=True)
 def test_reduction_of_empty_tensor_names_the_user_op():
     raises_without_leak(ValueError, lambda: lz.zeros(0).amax(), "amax", "float32[0]")
 
@@ -275,9 +269,6 @@ def test_async_failure_in_a_training_loop_then_recovery():
     np.testing.assert_allclose(w.numpy(), np.array([1.0, 2.0, 3.0]) * 0.125)
 
 
-@pytest.mark.xfail(reason="bug: an async error already raised by a value read is raised again by the next "
-                          "lz.wait() (race: the executor records error_ after the reader's forget_error_of)",
-                   strict=True)
 def test_async_error_raised_by_a_read_is_not_raised_again():
     # The failing program holds the last reference to a 64 MB input, so the executor thread takes
     # a moment to release it after completing the execution (and only then records the error).

@@ -431,15 +431,11 @@ def test_training_loop_donates_the_weight_buffer_at_barriers():
     aliased = counter("InputOutputAliasCount")
     for _ in range(4):
         model.step(0.1)
-    # w's old buffer is reused for its new value (at most one donation per step: only w is
-    # overwritten). Each barrier should donate; see the xfail test below for why that is not
-    # asserted step by step here.
-    assert aliased < counter("InputOutputAliasCount") <= aliased + 4
+    # w's old buffer is reused for its new value at every barrier (only w is overwritten), no
+    # matter whether the previous step's program is still running.
+    assert counter("InputOutputAliasCount") == aliased + 4
 
 
-@pytest.mark.xfail(reason="bug: a barrier does not donate a buffer whose producing program is still running "
-                          "(run_program holds its outputs strongly), so donation and the graph hash depend "
-                          "on timing", strict=True)
 def test_barrier_donates_even_while_the_producing_program_still_runs():
     import time
 

@@ -2,6 +2,7 @@
 // elementwise op: unary (with Cast), binary, compare and where. Binary, compare and where
 // broadcast their operands to the output shape through stride-0 walks (kernels_impl.h).
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <string>
 
@@ -370,6 +371,11 @@ void run_random(OpKind op, const ConstArray& key_array, MutArray out) {
 
 void run_unary(OpKind op, const ConstArray& x, MutArray out) {
   if (op == OpKind::Cast) return cast(x, out);
+  if (op == OpKind::GradLeaf || op == OpKind::StopGradient) {  // autograd identities
+    size_t n = static_cast<size_t>(numel(*out.shape)) * dtype_size(out.dtype);
+    if (n) std::memcpy(out.data, x.data, n);
+    return;
+  }
   dispatch(x.dtype, [&](auto tag) { unary_typed<typename decltype(tag)::type>(op, x, out); });
 }
 

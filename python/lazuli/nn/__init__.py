@@ -1,0 +1,6 @@
+"""lz.nn: modules and functional ops for training (see docs/training.md)."""
+from . import functional  # noqa: F401
+from .modules import (  # noqa: F401
+    Module, Parameter, Linear, ReLU, GELU, Tanh, Sigmoid, SiLU, Sequential, Embedding, LayerNorm,
+    Dropout, CrossEntropyLoss, MSELoss,
+)

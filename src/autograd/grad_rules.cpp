@@ -1,0 +1,325 @@
+// The VJP rules. Each is written in primitives (recorded as IR, like everything else), with the
+// forward values it needs taken from the node's operands and output. Binary and ternary ops
+// broadcast implicitly, so their rules reduce each gradient back to its operand's shape.
+#include "autograd/grad_rules.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "lazuli/error.h"
+#include "ops/frontend.h"
+
+namespace lz::autograd {
+namespace {
+
+using ir::Attrs;
+using ir::Node;
+using ir::OpKind;
+using ir::Value;
+using Grads = std::vector<Value>;
+
+Value nd(OpKind op, std::vector<Value> operands, Attrs a = {}) {
+  return frontend::node(op, std::move(operands), std::move(a));
+}
+// A baked constant: rule constants are fixed numbers, so hashing their value costs nothing.
+Value k(double v, DType dt) { return {ir::make_constant(v, dt), 0}; }
+Value add(Value a, Value b) { return nd(OpKind::Add, {std::move(a), std::move(b)}); }
+Value sub(Value a, Value b) { return nd(OpKind::Sub, {std::move(a), std::move(b)}); }
+Value mul(Value a, Value b) { return nd(OpKind::Mul, {std::move(a), std::move(b)}); }
+Value div(Value a, Value b) { return nd(OpKind::Div, {std::move(a), std::move(b)}); }
+Value neg(Value a) { return nd(OpKind::Neg, {std::move(a)}); }
+Value where(Value c, Value a, Value b) { return nd(OpKind::Where, {std::move(c), std::move(a), std::move(b)}); }
+Value reshape(Value v, const Shape& s) {
+  if (v.shape() == s) return v;
+  Attrs a;
+  a.ints = s;
+  return nd(OpKind::Reshape, {std::move(v)}, a);
+}
+Value zeros_v(const Shape& s, DType dt) { return frontend::broadcast_to(k(0, dt), s); }
+Value sum_dims(Value v, std::vector<int64_t> dims, bool keepdim) {
+  Attrs a;
+  a.ints = std::move(dims);
+  a.flag = keepdim;
+  return nd(OpKind::ReduceSum, {std::move(v)}, a);
+}
+Value as_float(Value mask, DType dt) { return frontend::cast(std::move(mask), dt); }
+
+// Sums a broadcast gradient back to `target` (numpy broadcasting: leading dims, and dims of 1).
+Value reduce_to(Value g, const Shape& target) {
+  const Shape s = g.shape();
+  if (s == target) return g;
+  size_t lead = s.size() - target.size();
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i < lead || (target[i - lead] == 1 && s[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+  }
+  if (!dims.empty()) g = sum_dims(g, dims, true);
+  return reshape(g, target);
+}
+
+// The reduced output (or its gradient) with the reduced dims back as 1s, expanded to `in`.
+Value unreduce(const Value& v, const Node& n, const Shape& in) {
+  Shape kept = in;
+  for (int64_t d : n.attrs.ints) kept[d] = 1;
+  return frontend::broadcast_to(reshape(v, kept), in);
+}
+
+const Value& x0(const Node& n) { return n.operands[0]; }
+const Value& x1(const Node& n) { return n.operands[1]; }
+
+// ---- unary ----
+Grads neg_rule(const Node&, const Value&, const Value& g) { return {neg(g)}; }
+Grads abs_rule(const Node& n, const Value&, const Value& g) { return {mul(g, nd(OpKind::Sign, {x0(n)}))}; }
+Grads exp_rule(const Node&, const Value& out, const Value& g) { return {mul(g, out)}; }
+Grads log_rule(const Node& n, const Value&, const Value& g) { return {div(g, x0(n))}; }
+Grads log1p_rule(const Node& n, const Value&, const Value& g) {
+  return {div(g, add(x0(n), k(1, g.dtype())))};
+}
+Grads expm1_rule(const Node&, const Value& out, const Value& g) { return {mul(g, add(out, k(1, g.dtype())))}; }
+Grads sqrt_rule(const Node&, const Value& out, const Value& g) { return {div(mul(g, k(0.5, g.dtype())), out)}; }
+Grads rsqrt_rule(const Node&, const Value& out, const Value& g) {  // d x^-1/2 = -x^-3/2 / 2
+  return {mul(mul(g, k(-0.5, g.dtype())), mul(out, mul(out, out)))};
+}
+Grads sin_rule(const Node& n, const Value&, const Value& g) { return {mul(g, nd(OpKind::Cos, {x0(n)}))}; }
+Grads cos_rule(const Node& n, const Value&, const Value& g) { return {neg(mul(g, nd(OpKind::Sin, {x0(n)})))}; }
+Grads tanh_rule(const Node&, const Value& out, const Value& g) {
+  return {mul(g, sub(k(1, g.dtype()), mul(out, out)))};
+}
+Grads sigmoid_rule(const Node&, const Value& out, const Value& g) {
+  return {mul(g, mul(out, sub(k(1, g.dtype()), out)))};
+}
+Grads relu_rule(const Node& n, const Value&, const Value& g) {
+  return {where(nd(OpKind::Gt, {x0(n), k(0, g.dtype())}), g, k(0, g.dtype()))};
+}
+Grads gelu_rule(const Node& n, const Value&, const Value& g) {  // Phi(x) + x phi(x)
+  DType dt = g.dtype();
+  const Value& x = x0(n);
+  Value cdf = mul(k(0.5, dt), add(k(1, dt), nd(OpKind::Erf, {mul(x, k(1 / std::numbers::sqrt2, dt))})));
+  Value pdf = mul(nd(OpKind::Exp, {mul(mul(x, x), k(-0.5, dt))}),
+                  k(1 / std::sqrt(2 * std::numbers::pi), dt));
+  return {mul(g, add(cdf, mul(x, pdf)))};
+}
+Grads erf_rule(const Node& n, const Value&, const Value& g) {
+  DType dt = g.dtype();
+  const Value& x = x0(n);
+  return {mul(g, mul(k(2 / std::sqrt(std::numbers::pi), dt), nd(OpKind::Exp, {neg(mul(x, x))})))};
+}
+Grads reciprocal_rule(const Node&, const Value& out, const Value& g) { return {neg(mul(g, mul(out, out)))}; }
+// Piecewise constant: the gradient is zero (as PyTorch), so nothing flows.
+Grads zero_rule(const Node& n, const Value&, const Value&) { return Grads(n.operands.size()); }
+Grads cast_rule(const Node& n, const Value&, const Value& g) {
+  if (!is_floating(x0(n).dtype())) return {Value{}};
+  return {frontend::cast(g, x0(n).dtype())};
+}
+
+// ---- binary (operands broadcast to the output) ----
+Grads add_rule(const Node& n, const Value&, const Value& g) {
+  return {reduce_to(g, x0(n).shape()), reduce_to(g, x1(n).shape())};
+}
+Grads sub_rule(const Node& n, const Value&, const Value& g) {
+  return {reduce_to(g, x0(n).shape()), reduce_to(neg(g), x1(n).shape())};
+}
+Grads mul_rule(const Node& n, const Value&, const Value& g) {
+  return {reduce_to(mul(g, x1(n)), x0(n).shape()), reduce_to(mul(g, x0(n)), x1(n).shape())};
+}
+Grads div_rule(const Node& n, const Value& out, const Value& g) {
+  Value ga = div(g, x1(n));
+  return {reduce_to(ga, x0(n).shape()), reduce_to(neg(mul(ga, out)), x1(n).shape())};
+}
+Grads remainder_rule(const Node& n, const Value&, const Value& g) {  // a - floor(a / b) * b
+  Value q = nd(OpKind::Floor, {div(x0(n), x1(n))});
+  return {reduce_to(g, x0(n).shape()), reduce_to(neg(mul(g, q)), x1(n).shape())};
+}
+Grads pow_rule(const Node& n, const Value& out, const Value& g) {
+  DType dt = g.dtype();
+  const Value &a = x0(n), &b = x1(n);
+  Value zero = k(0, dt);
+  // As PyTorch: no gradient to the base where the exponent is 0, nor to the exponent where
+  // 0 ** b with b >= 0 (log 0 would give nan).
+  Value ga = where(nd(OpKind::Eq, {b, zero}), zero,
+                   mul(g, mul(b, nd(OpKind::Pow, {a, sub(b, k(1, dt))}))));
+  Value base_zero = nd(OpKind::BitwiseAnd, {nd(OpKind::Eq, {a, zero}), nd(OpKind::Ge, {b, zero})});
+  Value gb = where(base_zero, zero, mul(g, mul(out, nd(OpKind::Log, {a}))));
+  return {reduce_to(ga, a.shape()), reduce_to(gb, b.shape())};
+}
+// Maximum/minimum: the winner takes the gradient; a tie splits it evenly (as PyTorch).
+Grads extremum_rule(const Node& n, const Value& g, OpKind wins) {
+  DType dt = g.dtype();
+  const Value &a = x0(n), &b = x1(n);
+  Value wa = add(as_float(nd(wins, {a, b}), dt), mul(as_float(nd(OpKind::Eq, {a, b}), dt), k(0.5, dt)));
+  Value ga = mul(g, wa);
+  return {reduce_to(ga, a.shape()), reduce_to(sub(g, ga), b.shape())};
+}
+Grads maximum_rule(const Node& n, const Value&, const Value& g) { return extremum_rule(n, g, OpKind::Gt); }
+Grads minimum_rule(const Node& n, const Value&, const Value& g) { return extremum_rule(n, g, OpKind::Lt); }
+Grads where_rule(const Node& n, const Value&, const Value& g) {
+  Value zero = k(0, g.dtype());
+  return {Value{}, reduce_to(where(x0(n), g, zero), x1(n).shape()),
+          reduce_to(where(x0(n), zero, g), n.operands[2].shape())};
+}
+
+// ---- reductions ----
+Grads reduce_sum_rule(const Node& n, const Value&, const Value& g) {
+  return {unreduce(g, n, x0(n).shape())};
+}
+Grads reduce_prod_rule(const Node& n, const Value& out, const Value& g) {  // out / x (x != 0)
+  const Shape& in = x0(n).shape();
+  return {div(mul(unreduce(g, n, in), unreduce(out, n, in)), x0(n))};
+}
+// Max/min: the gradient is shared evenly by the elements equal to the extremum (as amax).
+Grads reduce_extremum_rule(const Node& n, const Value& out, const Value& g) {
+  const Shape& in = x0(n).shape();
+  Value mask = as_float(nd(OpKind::Eq, {x0(n), unreduce(out, n, in)}), g.dtype());
+  Value count = sum_dims(mask, n.attrs.ints, true);
+  return {div(mul(mask, unreduce(g, n, in)), count)};
+}
+
+// ---- matrix ----
+Value transpose_last(const Value& v) {
+  Attrs a;
+  int64_t r = static_cast<int64_t>(v.shape().size());
+  for (int64_t i = 0; i < r; ++i) a.ints.push_back(i);
+  std::swap(a.ints[r - 1], a.ints[r - 2]);
+  return nd(OpKind::Permute, {v}, a);
+}
+Grads matmul_rule(const Node& n, const Value&, const Value& g) {
+  const Value &a = x0(n), &b = x1(n);
+  return {reduce_to(nd(OpKind::MatMul, {g, transpose_last(b)}), a.shape()),
+          reduce_to(nd(OpKind::MatMul, {transpose_last(a), g}), b.shape())};
+}
+
+// ---- movement ----
+Grads reshape_rule(const Node& n, const Value&, const Value& g) { return {reshape(g, x0(n).shape())}; }
+Grads permute_rule(const Node& n, const Value&, const Value& g) {
+  Attrs inv;
+  inv.ints.resize(n.attrs.ints.size());
+  for (size_t i = 0; i < n.attrs.ints.size(); ++i) inv.ints[n.attrs.ints[i]] = static_cast<int64_t>(i);
+  return {nd(OpKind::Permute, {g}, inv)};
+}
+Grads expand_rule(const Node& n, const Value&, const Value& g) { return {reduce_to(g, x0(n).shape())}; }
+Grads slice_rule(const Node& n, const Value&, const Value& g) {
+  return {nd(OpKind::SliceScatter, {zeros_v(x0(n).shape(), g.dtype()), g}, n.attrs)};
+}
+Grads cat_rule(const Node& n, const Value&, const Value& g) {
+  Grads out;
+  int64_t dim = n.attrs.ints[0], at = 0;
+  for (const Value& v : n.operands) {
+    Attrs a;
+    int64_t len = v.shape()[dim];
+    a.ints = {dim, at, at + len, 1};
+    out.push_back(nd(OpKind::Slice, {g}, a));
+    at += len;
+  }
+  return out;
+}
+Grads slice_scatter_rule(const Node& n, const Value&, const Value& g) {
+  return {nd(OpKind::SliceScatter, {g, zeros_v(x1(n).shape(), g.dtype())}, n.attrs),
+          nd(OpKind::Slice, {g}, n.attrs)};
+}
+
+// ---- indexing (index operands are integers: no gradient) ----
+Grads index_select_rule(const Node& n, const Value&, const Value& g) {
+  const Shape& in = x0(n).shape();
+  if (in.empty()) return {reshape(g, in), Value{}};
+  int64_t dim = n.attrs.ints[0];
+  Shape is(in.size(), 1);
+  is[dim] = x1(n).shape()[0];
+  Value idx = frontend::broadcast_to(reshape(x1(n), is), g.shape());
+  return {nd(OpKind::ScatterAdd, {zeros_v(in, g.dtype()), idx, g}, n.attrs), Value{}};
+}
+Grads gather_rule(const Node& n, const Value&, const Value& g) {
+  return {nd(OpKind::ScatterAdd, {zeros_v(x0(n).shape(), g.dtype()), x1(n), g}, n.attrs), Value{}};
+}
+Grads scatter_add_rule(const Node& n, const Value&, const Value& g) {
+  const Value& src = n.operands[2];
+  if (x1(n).shape() != src.shape()) {
+    throw Error("backward of scatter_add: an index smaller than src is not supported");
+  }
+  return {g, Value{}, nd(OpKind::Gather, {g, x1(n)}, n.attrs)};
+}
+Grads index_copy_rule(const Node& n, const Value&, const Value& g) {
+  const Value& src = n.operands[2];
+  return {nd(OpKind::IndexCopy, {g, x1(n), zeros_v(src.shape(), g.dtype())}, n.attrs), Value{},
+          nd(OpKind::IndexSelect, {g, x1(n)}, n.attrs)};
+}
+
+constexpr GradRule rule(VjpFn f) { return {GradKind::Rule, f}; }
+constexpr GradRule kLeaf{GradKind::Leaf};
+constexpr GradRule kNone{GradKind::NotDifferentiable};
+
+}  // namespace
+
+GradRule grad_rule(OpKind op) {
+  switch (op) {
+    case OpKind::DeviceData: return kLeaf;  // a requires-grad tensor's buffer
+    case OpKind::GradLeaf: return kLeaf;    // a requires-grad tensor's pending value
+    case OpKind::Constant: return kNone;
+    case OpKind::Iota: return kNone;
+    case OpKind::RngUniform: return kNone;
+    case OpKind::RngNormal: return kNone;
+    case OpKind::RngAdvance: return kNone;
+    case OpKind::StopGradient: return kNone;
+    case OpKind::Neg: return rule(neg_rule);
+    case OpKind::Abs: return rule(abs_rule);
+    case OpKind::Exp: return rule(exp_rule);
+    case OpKind::Log: return rule(log_rule);
+    case OpKind::Log1p: return rule(log1p_rule);
+    case OpKind::Expm1: return rule(expm1_rule);
+    case OpKind::Sqrt: return rule(sqrt_rule);
+    case OpKind::Rsqrt: return rule(rsqrt_rule);
+    case OpKind::Sin: return rule(sin_rule);
+    case OpKind::Cos: return rule(cos_rule);
+    case OpKind::Tanh: return rule(tanh_rule);
+    case OpKind::Sigmoid: return rule(sigmoid_rule);
+    case OpKind::Relu: return rule(relu_rule);
+    case OpKind::Gelu: return rule(gelu_rule);
+    case OpKind::Erf: return rule(erf_rule);
+    case OpKind::Floor: return rule(zero_rule);
+    case OpKind::Ceil: return rule(zero_rule);
+    case OpKind::Round: return rule(zero_rule);
+    case OpKind::Sign: return rule(zero_rule);
+    case OpKind::Reciprocal: return rule(reciprocal_rule);
+    case OpKind::BitwiseNot: return kNone;
+    case OpKind::Cast: return rule(cast_rule);
+    case OpKind::Add: return rule(add_rule);
+    case OpKind::Sub: return rule(sub_rule);
+    case OpKind::Mul: return rule(mul_rule);
+    case OpKind::Div: return rule(div_rule);
+    case OpKind::FloorDiv: return rule(zero_rule);
+    case OpKind::Remainder: return rule(remainder_rule);
+    case OpKind::Pow: return rule(pow_rule);
+    case OpKind::Maximum: return rule(maximum_rule);
+    case OpKind::Minimum: return rule(minimum_rule);
+    case OpKind::Eq: return kNone;  // bool outputs never require grad
+    case OpKind::Ne: return kNone;
+    case OpKind::Lt: return kNone;
+    case OpKind::Le: return kNone;
+    case OpKind::Gt: return kNone;
+    case OpKind::Ge: return kNone;
+    case OpKind::BitwiseAnd: return kNone;
+    case OpKind::BitwiseOr: return kNone;
+    case OpKind::BitwiseXor: return kNone;
+    case OpKind::Where: return rule(where_rule);
+    case OpKind::ReduceSum: return rule(reduce_sum_rule);
+    case OpKind::ReduceProd: return rule(reduce_prod_rule);
+    case OpKind::ReduceMax: return rule(reduce_extremum_rule);
+    case OpKind::ReduceMin: return rule(reduce_extremum_rule);
+    case OpKind::ArgMax: return kNone;  // integer outputs
+    case OpKind::ArgMin: return kNone;
+    case OpKind::MatMul: return rule(matmul_rule);
+    case OpKind::Reshape: return rule(reshape_rule);
+    case OpKind::Permute: return rule(permute_rule);
+    case OpKind::Expand: return rule(expand_rule);
+    case OpKind::Slice: return rule(slice_rule);
+    case OpKind::Cat: return rule(cat_rule);
+    case OpKind::SliceScatter: return rule(slice_scatter_rule);
+    case OpKind::IndexSelect: return rule(index_select_rule);
+    case OpKind::Gather: return rule(gather_rule);
+    case OpKind::ScatterAdd: return rule(scatter_add_rule);
+    case OpKind::IndexCopy: return rule(index_copy_rule);
+    case OpKind::kNumOps: break;
+  }
+  return kNone;
+}
+
+}  // namespace lz::autograd

@@ -1,0 +1,29 @@
+// One vector-Jacobian product rule per IR primitive, beside the op table (ir/op_table.def).
+// grad_rule() is a switch over every OpKind with no default, so adding a primitive without
+// deciding its gradient does not compile (-Wswitch, warnings are errors).
+#pragma once
+#include <vector>
+
+#include "ir/node.h"
+
+namespace lz::autograd {
+
+enum class GradKind {
+  Rule,               // interior node: fn gives operand gradients
+  Leaf,               // gradients stop here and accumulate into a tensor's .grad
+  NotDifferentiable,  // never requires grad (non-float output, or a stop); reaching it is a bug
+};
+
+// Operand gradients of `node` (output `out`) given the output gradient `g`, one per operand,
+// each of that operand's shape and dtype; an empty Value means "no gradient" (zero).
+using VjpFn = std::vector<ir::Value> (*)(const ir::Node& node, const ir::Value& out,
+                                         const ir::Value& g);
+
+struct GradRule {
+  GradKind kind;
+  VjpFn fn = nullptr;
+};
+
+GradRule grad_rule(ir::OpKind op);
+
+}  // namespace lz::autograd
