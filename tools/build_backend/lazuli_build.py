@@ -48,8 +48,10 @@ def _record_line(arcname, data):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _build_extension()
     pkg = ROOT / "python" / NAME
-    files = sorted(p for p in pkg.iterdir()
-                   if p.suffix == ".py" or (p.name.startswith("_C.") and p.suffix == ".so"))
+    # Every module of the package and its subpackages (nn, optim, ...), and the extension.
+    files = sorted(p for p in pkg.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts
+                   and (p.suffix == ".py" or (p.name.startswith("_C.") and p.suffix == ".so")))
     if not any(p.suffix == ".so" for p in files):
         raise RuntimeError("the _C extension was not built; see the CMake output above")
     dist_info = f"{NAME}-{VERSION}.dist-info"
@@ -63,7 +65,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for p in files:
             data = p.read_bytes()
-            arc = f"{NAME}/{p.name}"
+            arc = f"{NAME}/{p.relative_to(pkg).as_posix()}"
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
         for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)):
