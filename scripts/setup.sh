@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
+  libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
   python3-dev pybind11-dev                         # the Python extension lazuli._C
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
   python3-sklearn python3-tqdm                     # examples/train_digits.py: digits data set, progress bar

@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "backend/interp/kernels.h"
+
 #include <mutex>
 
 #include "core/config.h"
@@ -7,7 +9,13 @@
 
 namespace lz {
 namespace interp {
-std::unique_ptr<Backend> make_interp_backend(const std::string& name);
+std::unique_ptr<Backend> make_interp_backend(const std::string& name, LibraryCall library,
+                                             const std::string& library_id);
+}
+namespace cpu {
+bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& inputs,
+                  interp::MutArray out);
+std::string library_id();
 }
 
 #ifndef LAZULI_BUILD_REVISION
@@ -34,9 +42,11 @@ std::mutex g_backend_mu;  // guards g_backend creation and replacement
 std::unique_ptr<Backend> g_backend;
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
-  // "cpu" will be the fused LLVM compiler; until it lands it runs the reference kernels under its
-  // own name (and its own compile environment, so no program is shared between the two).
-  if (name == "interp" || name == "cpu") return interp::make_interp_backend(name);
+  // "cpu" will be the fused LLVM compiler; until it lands it runs the reference kernels, with
+  // float32 matrix products as oneDNN sgemm calls (backend/cpu/blas.cpp), under its own compile
+  // environment, so no program is shared between the two.
+  if (name == "interp") return interp::make_interp_backend(name, nullptr, "");
+  if (name == "cpu") return interp::make_interp_backend(name, &cpu::library_call, cpu::library_id());
   throw ValueError("unknown backend '" + name + "' (use cpu or interp)");
 }
 }  // namespace

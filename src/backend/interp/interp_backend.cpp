@@ -22,6 +22,7 @@ struct Instr {
 
 class Program final : public Executable {
  public:
+  LibraryCall library = nullptr;
   std::vector<Instr> instrs;
   std::vector<int> roots;  // instruction index of each output
 
@@ -42,7 +43,8 @@ class Program final : public Executable {
       std::vector<ConstArray> in;
       in.reserve(ins.inputs.size());
       for (int j : ins.inputs) in.push_back({instrs[j].dtype, &instrs[j].shape, data[j]});
-      run_kernel(ins.op, ins.attrs, in, {ins.dtype, &ins.shape, owned[i]->data()});
+      MutArray out{ins.dtype, &ins.shape, owned[i]->data()};
+      if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
       data[i] = owned[i]->data();
       for (int j : ins.inputs) {  // free intermediates after their last use
         if (instrs[j].last_use == static_cast<int>(i) && root_refs[j] == 0) {
@@ -64,16 +66,19 @@ class Program final : public Executable {
 
 class InterpBackend : public Backend {
  public:
-  explicit InterpBackend(std::string name) : name_(std::move(name)) {}
+  InterpBackend(std::string name, LibraryCall library, std::string library_id)
+      : name_(std::move(name)), library_(library), library_id_(std::move(library_id)) {}
   std::string name() const override { return name_; }
   Hash128 compile_env() const override {
     Hasher h;
     h.add_str("interp-reference-v1");
+    h.add_str(library_id_);  // which library calls replace reference kernels
     return h.digest();
   }
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
     auto p = std::make_shared<Program>();
+    p->library = library_;
     std::unordered_map<const ir::Node*, int> index;
     p->instrs.reserve(g.post_order.size());
     for (const ir::Node* n : g.post_order) {
@@ -94,12 +99,15 @@ class InterpBackend : public Backend {
 
  private:
   std::string name_;
+  LibraryCall library_;
+  std::string library_id_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_interp_backend(const std::string& name) {
-  return std::make_unique<InterpBackend>(name);
+std::unique_ptr<Backend> make_interp_backend(const std::string& name, LibraryCall library,
+                                             const std::string& library_id) {
+  return std::make_unique<InterpBackend>(name, library, library_id);
 }
 
 }  // namespace lz::interp
