@@ -116,7 +116,7 @@ def compare(name, sizes, batch, steps, rounds):
     base = statistics.median(samples["lazuli"])
     for cname, _, _ in cands:
         med = statistics.median(samples[cname])
-        print(f"   {cname:12s} {med * 1e3:9.2f} ms/step   lazuli is {med / base:5.2f}x as fast")
+        print(f"   {cname:12s} {med * 1e3:9.2f} ms/step   (lazuli takes {base / med:5.2f}x this time)")
     flops = matmul_flops(sizes, batch)
     sg = sgemm_seconds(sizes, batch)
     print(f"   matrix products: {flops / 1e9:.2f} GFLOP/step; numpy sgemm on the same sizes "

@@ -20,6 +20,11 @@ struct Instr {
   int last_use = -1;        // index of the last instruction reading this one
 };
 
+// Ops whose output has the same bytes as their (dense) input: reshape, and the autograd identities.
+bool is_alias(ir::OpKind op) {
+  return op == ir::OpKind::Reshape || op == ir::OpKind::GradLeaf || op == ir::OpKind::StopGradient;
+}
+
 class Program final : public Executable {
  public:
   LibraryCall library = nullptr;
@@ -32,20 +37,37 @@ class Program final : public Executable {
     std::vector<const void*> data(instrs.size(), nullptr);
     std::vector<int> root_refs(instrs.size(), 0);
     for (int r : roots) root_refs[r]++;
+    // A root computed straight into its output storage, unless that storage is a (donated)
+    // parameter's, which later instructions may still read.
+    std::vector<void*> direct(instrs.size(), nullptr);
+    for (size_t r = 0; r < roots.size(); ++r) {
+      bool is_param = false;
+      for (const Storage* p : params) is_param = is_param || p->data() == outputs[r]->data();
+      if (!is_param && !direct[roots[r]]) direct[roots[r]] = outputs[r]->data();
+    }
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr& ins = instrs[i];
       if (ins.op == ir::OpKind::DeviceData) {
         data[i] = params[ins.param]->data();
         continue;
       }
-      size_t nbytes = static_cast<size_t>(numel(ins.shape)) * dtype_size(ins.dtype);
-      owned[i] = std::make_shared<Storage>(nbytes);
-      std::vector<ConstArray> in;
-      in.reserve(ins.inputs.size());
-      for (int j : ins.inputs) in.push_back({instrs[j].dtype, &instrs[j].shape, data[j]});
-      MutArray out{ins.dtype, &ins.shape, owned[i]->data()};
-      if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
-      data[i] = owned[i]->data();
+      if (is_alias(ins.op)) {  // same bytes as its input: share them, copy nothing
+        int j = ins.inputs[0];
+        data[i] = data[j];
+        owned[i] = owned[j];
+      } else {
+        void* dst = direct[i];
+        if (!dst) {
+          owned[i] = std::make_shared<Storage>(static_cast<size_t>(numel(ins.shape)) * dtype_size(ins.dtype));
+          dst = owned[i]->data();
+        }
+        std::vector<ConstArray> in;
+        in.reserve(ins.inputs.size());
+        for (int j : ins.inputs) in.push_back({instrs[j].dtype, &instrs[j].shape, data[j]});
+        MutArray out{ins.dtype, &ins.shape, dst};
+        if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
+        data[i] = dst;
+      }
       for (int j : ins.inputs) {  // free intermediates after their last use
         if (instrs[j].last_use == static_cast<int>(i) && root_refs[j] == 0) {
           owned[j].reset();
