@@ -76,6 +76,11 @@ ir::Value broadcast_to(ir::Value v, const Shape& shape) {
   return node(ir::OpKind::Expand, {v}, a);
 }
 
+std::string desc(const char* op, const Tensor& x) {
+  if (!x.defined()) return std::string(op) + "(undefined)";
+  return std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
+}
+
 const Shape& operand_shape(const Operand& o, const char* op) {
   static const Shape kScalar;
   if (!o.is_tensor()) return kScalar;
@@ -111,8 +116,7 @@ std::vector<int64_t> reduce_dims(const IntList& dims, const Tensor& x, const cha
     try {
       out.push_back(wrap_dim(d, rank, op));
     } catch (const IndexError& e) {
-      std::string where = std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
-      throw IndexError(where + std::string(e.what()).substr(std::string(op).size()));
+      throw IndexError(desc(op, x) + std::string(e.what()).substr(std::string(op).size()));
     }
   }
   std::sort(out.begin(), out.end());

@@ -35,6 +35,8 @@ BufferPtr read_buffer(const Tensor& t);
 BufferPtr schedule_read(const Tensor& t, CutReason reason);
 void finish_read(const BufferPtr& b);
 
+// "sum(float32[2, 3])": one tensor argument, for error messages.
+std::string desc(const char* op, const Tensor& x);
 // "add(float32[2, 3], int64[3])" for error messages.
 std::string describe(const char* op, const std::vector<Operand>& operands);
 // [] for numbers; throws ValueError naming `op` for an undefined tensor.

@@ -6,16 +6,12 @@
 #include "ops/frontend.h"
 
 namespace lz {
+using frontend::desc;
 using frontend::node;
 using frontend::wrap;
 using ir::OpKind;
 
 namespace {
-
-std::string desc(const char* op, const Tensor& x) {
-  if (!x.defined()) return std::string(op) + "(undefined)";
-  return std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
-}
 
 // Records the view op once against the base's current value (this validates it and gives the
 // shape), then makes a view tensor over x.

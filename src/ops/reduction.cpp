@@ -5,15 +5,12 @@
 #include "ops/frontend.h"
 
 namespace lz {
+using frontend::desc;
 using frontend::node;
 using frontend::wrap;
 using ir::OpKind;
 
 namespace {
-
-std::string desc(const char* op, const Tensor& x) {
-  return std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ")";
-}
 
 ir::Value reduce(OpKind op, ir::Value v, const std::vector<int64_t>& dims, bool keepdim) {
   ir::Attrs a;
