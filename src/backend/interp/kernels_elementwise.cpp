@@ -1,6 +1,7 @@
 // Reference kernels for leaves (Constant, Iota), the counter-based random ops, and every
 // elementwise op: unary (with Cast), binary, compare and where. Binary, compare and where
 // broadcast their operands to the output shape through stride-0 walks (kernels_impl.h).
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numbers>
@@ -179,12 +180,34 @@ void cast(const ConstArray& x, MutArray out) {
 template <class T, class R, class F>
 void map_binary(const ConstArray& a, const ConstArray& b, MutArray out, F f) {
   const Shape& s = *out.shape;
-  StridedWalk<2> walk(s, {broadcast_strides(*a.shape, s), broadcast_strides(*b.shape, s)});
   const T* pa = data_of<T>(a);
   const T* pb = data_of<T>(b);
   R* o = data_of<R>(out);
   int64_t n = numel(s);
-  for (int64_t i = 0; i < n; ++i, walk.next()) o[i] = f(pa[walk.offset(0)], pb[walk.offset(1)]);
+  if (n == 0) return;
+  // The walk below is per row: the innermost dim runs as a plain loop whose input steps are 0
+  // (broadcast) or 1, so same-shape and row-broadcast operands (a bias) cost one tight loop.
+  Shape outer(s.begin(), s.empty() ? s.end() : s.end() - 1);
+  int64_t inner = s.empty() ? 1 : s.back();
+  std::vector<int64_t> sa = broadcast_strides(*a.shape, s), sb = broadcast_strides(*b.shape, s);
+  int64_t ia = sa.empty() ? 0 : sa.back(), ib = sb.empty() ? 0 : sb.back();
+  if (!sa.empty()) sa.pop_back();
+  if (!sb.empty()) sb.pop_back();
+  StridedWalk<2> walk(outer, {sa, sb});
+  for (int64_t row = 0; row < n / inner; ++row, walk.next()) {
+    const T* ra = pa + walk.offset(0);
+    const T* rb = pb + walk.offset(1);
+    R* ro = o + row * inner;
+    if (ia == 1 && ib == 1) {
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j], rb[j]);
+    } else if (ia == 1 && ib == 0) {
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j], rb[0]);
+    } else if (ia == 0 && ib == 1) {
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[0], rb[j]);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
+    }
+  }
 }
 
 template <class T>
@@ -391,15 +414,29 @@ void run_where(const ConstArray& cond, const ConstArray& a, const ConstArray& b,
   dispatch(a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Shape& s = *out.shape;
-    StridedWalk<3> walk(s, {broadcast_strides(*cond.shape, s), broadcast_strides(*a.shape, s),
-                            broadcast_strides(*b.shape, s)});
+    int64_t n = numel(s);
+    if (n == 0) return;
+    // Per row, as map_binary: the innermost dim is a plain loop with steps 0 or 1.
+    Shape outer(s.begin(), s.empty() ? s.end() : s.end() - 1);
+    int64_t inner = s.empty() ? 1 : s.back();
+    std::array<std::vector<int64_t>, 3> st = {broadcast_strides(*cond.shape, s),
+                                              broadcast_strides(*a.shape, s), broadcast_strides(*b.shape, s)};
+    std::array<int64_t, 3> step{};
+    for (size_t k = 0; k < 3; ++k) {
+      step[k] = st[k].empty() ? 0 : st[k].back();
+      if (!st[k].empty()) st[k].pop_back();
+    }
+    StridedWalk<3> walk(outer, st);
     const bool* pc = data_of<bool>(cond);
     const T* pa = data_of<T>(a);
     const T* pb = data_of<T>(b);
     T* o = data_of<T>(out);
-    int64_t n = numel(s);
-    for (int64_t i = 0; i < n; ++i, walk.next()) {
-      o[i] = pc[walk.offset(0)] ? pa[walk.offset(1)] : pb[walk.offset(2)];
+    for (int64_t row = 0; row < n / inner; ++row, walk.next()) {
+      const bool* rc = pc + walk.offset(0);
+      const T* ra = pa + walk.offset(1);
+      const T* rb = pb + walk.offset(2);
+      T* ro = o + row * inner;
+      for (int64_t j = 0; j < inner; ++j) ro[j] = rc[j * step[0]] ? ra[j * step[1]] : rb[j * step[2]];
     }
   });
 }
