@@ -12,14 +12,14 @@ std::string Hash128::hex() const {
 }
 
 Hasher& Hasher::add_bytes_slow(const void* p, size_t n) {
-  if (overflow_.empty()) overflow_.assign(reinterpret_cast<const char*>(buf_), len_);
-  overflow_.append(static_cast<const char*>(p), n);
+  if (!overflow_) overflow_ = std::make_unique<std::string>(reinterpret_cast<const char*>(buf_), len_);
+  overflow_->append(static_cast<const char*>(p), n);
   return *this;
 }
 
 Hash128 Hasher::digest() const {
-  XXH128_hash_t h = overflow_.empty() ? XXH3_128bits(buf_, len_)
-                                      : XXH3_128bits(overflow_.data(), overflow_.size());
+  XXH128_hash_t h = !overflow_ ? XXH3_128bits(buf_, len_)
+                                : XXH3_128bits(overflow_->data(), overflow_->size());
   return Hash128{h.low64, h.high64};
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -29,7 +30,7 @@ class Hasher {
   Hasher() = default;
   // Inline: op recording calls this a dozen times per node with a few bytes each.
   Hasher& add_bytes(const void* p, size_t n) {
-    if (len_ + n <= kInline && overflow_.empty()) {
+    if (len_ + n <= kInline && !overflow_) {
       std::memcpy(buf_ + len_, p, n);
       len_ += n;
       return *this;
@@ -53,7 +54,7 @@ class Hasher {
   static constexpr size_t kInline = 192;
   unsigned char buf_[kInline];
   size_t len_ = 0;
-  std::string overflow_;  // used only past kInline bytes
+  std::unique_ptr<std::string> overflow_;  // used only past kInline bytes
 };
 
 }  // namespace lz

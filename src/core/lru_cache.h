@@ -24,6 +24,16 @@ class LruCache {
     return it->second->second;
   }
 
+  // Copies the value out under the lock (no reference count traffic); false on a miss.
+  bool get_copy(const K& key, V* out) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return false;
+    order_.splice(order_.begin(), order_, it->second);
+    *out = *it->second->second;
+    return true;
+  }
+
   // Inserts or replaces; returns the number of entries evicted.
   size_t add(const K& key, std::shared_ptr<V> value) {
     std::lock_guard<std::mutex> l(mu_);

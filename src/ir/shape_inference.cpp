@@ -273,7 +273,8 @@ LruCache<Hash128, OutputType, Hash128Hasher>& shape_cache() {
 OutputType cached_infer_output(const Hash128& dag_hash, OpKind op, const std::vector<Value>& v,
                                const Attrs& a) {
   auto& cache = shape_cache();
-  if (auto hit = cache.get(dag_hash)) return *hit;
+  OutputType hit;
+  if (cache.get_copy(dag_hash, &hit)) return hit;
   auto out = std::make_shared<OutputType>(infer_output(op, v, a));
   cache.add(dag_hash, out);
   return *out;

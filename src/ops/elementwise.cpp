@@ -52,9 +52,10 @@ void checked_broadcast(const char* name, const std::vector<Operand>& ops) {
 
 Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, Mode mode) {
   DType dt;
-  const bool both = a.is_tensor() && b.is_tensor() && a.tensor().defined() && b.tensor().defined();
-  if (both && a.tensor().dtype() == b.tensor().dtype() && a.tensor().shape() == b.tensor().shape()) {
-    dt = a.tensor().dtype();  // the common case: nothing to promote or broadcast
+  const internal::TensorImpl* ta = a.is_tensor() ? a.tensor().impl().get() : nullptr;
+  const internal::TensorImpl* tb = b.is_tensor() ? b.tensor().impl().get() : nullptr;
+  if (ta && tb && ta->dtype() == tb->dtype() && ta->shape() == tb->shape()) {
+    dt = ta->dtype();  // the common case: nothing to promote or broadcast
   } else {
     std::vector<Operand> ops{a, b};
     checked_broadcast(name, ops);
