@@ -62,7 +62,7 @@ struct CodeInfo {
 };
 std::unordered_map<PyCodeObject*, CodeInfo> g_code_cache;
 
-const CodeInfo& code_info(PyCodeObject* code) {
+CodeInfo& code_info(PyCodeObject* code) {
   auto it = g_code_cache.find(code);
   if (it != g_code_cache.end()) return it->second;
   if (g_code_cache.size() >= 4096) {
@@ -85,7 +85,7 @@ lz::CallSite python_call_site() {
   lz::CallSite site;
   while (f) {
     PyCodeObject* code = PyFrame_GetCode(f);
-    CodeInfo& info = const_cast<CodeInfo&>(code_info(code));
+    CodeInfo& info = code_info(code);
     Py_DECREF(code);
     if (info.user) {
       int line = PyFrame_GetLineNumber(f);

@@ -79,6 +79,9 @@ void save_graph(const CutRecord& r, const std::vector<ir::Value>& roots) {
 
 void check_step_patterns(int64_t step) {
   if (config().debug < 1) return;
+  // Syncs from several threads may call this at once; the pattern state is shared.
+  static std::mutex state_mu;
+  std::lock_guard<std::mutex> state_lock(state_mu);
   static int64_t compiles_at_10 = -1, reads_at_10 = -1;
   static bool warned_compiles = false, warned_reads = false;
   int64_t compiles = counter_value("UncachedCompile");

@@ -98,16 +98,24 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
   return po;
 }
 
+namespace {
+// The stored root whose tensor has this id, or -1. collect() sorts roots by tensor id.
+int stored_root_of(const Roots& roots, int64_t id) {
+  if (id == 0) return -1;
+  auto it = std::lower_bound(roots.tensors.begin(), roots.tensors.end(), id,
+                             [](const internal::TensorImplPtr& t, int64_t v) { return t->id() < v; });
+  if (it == roots.tensors.end() || (*it)->id() != id) return -1;
+  int r = static_cast<int>(it - roots.tensors.begin());
+  return roots.store[r] ? r : -1;
+}
+}  // namespace
+
 std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po) {
   // Cheap pre-check: only a parameter whose buffer belonged to a tensor synced here can be
   // donated; most syncs (inputs still held by their tensors) stop here.
   bool any_candidate = false;
   for (const BufferPtr& b : po.params) {
-    if (b->owner_tensor_id == 0) continue;
-    for (size_t r = 0; r < roots.tensors.size() && !any_candidate; ++r) {
-      any_candidate = roots.store[r] && roots.tensors[r]->id() == b->owner_tensor_id;
-    }
-    if (any_candidate) break;
+    if ((any_candidate = stored_root_of(roots, b->owner_tensor_id) >= 0)) break;
   }
   if (!any_candidate) return {};
   // A node referenced from outside this graph (by a tensor we do not sync, a saved value, a view's
@@ -139,15 +147,13 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
   for (size_t p = 0; p < po.params.size(); ++p) {
     const BufferPtr& b = po.params[p];
     // Held only by this graph's DeviceData nodes and po.params: no live tensor reads it later.
-    if (blocked[p] || b->owner_tensor_id == 0 || b.use_count() != leaf_refs[p] + 1) continue;
-    for (size_t r = 0; r < roots.values.size(); ++r) {
-      if (output_taken[r] || !roots.store[r] || roots.tensors[r]->id() != b->owner_tensor_id) continue;
-      const ir::Value& v = roots.values[r];
-      if (v.dtype() != b->dtype() || numel(v.shape()) != numel(b->shape())) continue;
-      out.emplace_back(static_cast<int>(p), static_cast<int>(r));
-      output_taken[r] = true;
-      break;
-    }
+    if (blocked[p] || b.use_count() != leaf_refs[p] + 1) continue;
+    int r = stored_root_of(roots, b->owner_tensor_id);
+    if (r < 0 || output_taken[r]) continue;
+    const ir::Value& v = roots.values[r];
+    if (v.dtype() != b->dtype() || numel(v.shape()) != numel(b->shape())) continue;
+    out.emplace_back(static_cast<int>(p), r);
+    output_taken[r] = true;
   }
   return out;
 }
@@ -219,12 +225,13 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
       }
       ps.push_back(p->storage.get());
     }
+    Backend& backend = active_backend();
     std::vector<std::shared_ptr<Storage>> outs(outputs.size());
     for (auto& [p, r] : donations) outs[r] = params[p]->storage;
     for (size_t r = 0; r < outputs.size(); ++r) {
       if (outs[r]) continue;
       const auto& [dt, shape] = root_types[r];
-      outs[r] = active_backend().allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
+      outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
     }
     std::vector<Storage*> raw(outs.size());
     for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();

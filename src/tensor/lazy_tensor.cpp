@@ -166,7 +166,7 @@ void TensorImpl::set_value(ir::Value v) {
   if (autograd::grad_enabled()) {
     bool detached = false;
     for (const ViewOp& op : view_ops_) detached |= op.op == ir::OpKind::StopGradient;
-    if (requires_grad_ || (view_base_ && !detached && view_base_->requires_grad_flag())) {
+    if (requires_grad_flag() || (view_base_ && !detached && view_base_->requires_grad_flag())) {
       throw Error(std::string(view_base_ ? "a view of a leaf tensor" : "a leaf tensor") +
                   " that requires grad is used in an in-place operation; update it under "
                   "no_grad (lz.no_grad() / lz::NoGradGuard), or detach() it");
