@@ -314,7 +314,6 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     }
     res.ran = true;
     res.tensors = roots.tensors;
-    res.execution = exec;
     // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
     // change the use counts that donation decisions read. The roots' IR, and so the graph, is
     // dropped when this scope ends.

@@ -60,7 +60,6 @@ struct SyncResult {
   bool ran = false;
   std::vector<internal::TensorImplPtr> tensors;  // the roots, in id order
   std::vector<BufferPtr> outputs;                // their new buffers (placeholders until run)
-  std::shared_ptr<Execution> execution;
 };
 SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
                               const SyncConfig& cfg);

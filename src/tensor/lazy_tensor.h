@@ -60,7 +60,6 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
-  std::shared_ptr<TensorImpl> view_base() const { return view_base_; }
 
   // Autograd (src/autograd). The leaf flag set by requires_grad_(); a leaf's value() is a node that
   // requires grad (its DeviceData leaf, or a GradLeaf identity over pending IR), registered with
