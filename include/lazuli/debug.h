@@ -29,6 +29,10 @@ std::string tensor_state(const Tensor& t);
 std::string graph_hash(const std::vector<Tensor>& tensors);
 // The pending graph of these tensors, as text or dot ("text" | "dot"). No lookup, compile or run.
 std::string dump_graph(const std::vector<Tensor>& tensors, const std::string& fmt = "text");
+// The cpu backend's plan for these tensors' pending graph: fusion decisions, steps (kernels,
+// library calls, fallbacks), buffers and each kernel's loop nest in pseudo-C; with llvm_ir, each
+// kernel's LLVM IR too (this loads the code generator). Nothing is compiled into the caches or run.
+std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir = false);
 int64_t live_tensor_count();
 void explain_recompiles(bool enabled = true);
 

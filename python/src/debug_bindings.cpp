@@ -26,6 +26,10 @@ void bind_debug(py::module_& m) {
     if (py::isinstance<lz::Tensor>(ts)) return lz::debug::graph_hash({ts.cast<lz::Tensor>()});
     return lz::debug::graph_hash(ts.cast<std::vector<lz::Tensor>>());
   }, py::arg("tensors"));
+  d.def("dump_kernels", [](py::object ts, bool llvm_ir) {
+    if (py::isinstance<lz::Tensor>(ts)) return lz::debug::dump_kernels({ts.cast<lz::Tensor>()}, llvm_ir);
+    return lz::debug::dump_kernels(ts.cast<std::vector<lz::Tensor>>(), llvm_ir);
+  }, py::arg("tensors"), py::arg("llvm_ir") = false);
   d.def("dump_graph", [](py::object ts, const std::string& fmt) {
     if (py::isinstance<lz::Tensor>(ts)) return lz::debug::dump_graph({ts.cast<lz::Tensor>()}, fmt);
     return lz::debug::dump_graph(ts.cast<std::vector<lz::Tensor>>(), fmt);

@@ -13,9 +13,7 @@ std::unique_ptr<Backend> make_interp_backend(const std::string& name, LibraryCal
                                              const std::string& library_id);
 }
 namespace cpu {
-bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& inputs,
-                  interp::MutArray out);
-std::string library_id();
+std::unique_ptr<Backend> make_cpu_backend();
 }
 
 #ifndef LAZULI_BUILD_REVISION
@@ -42,11 +40,10 @@ std::mutex g_backend_mu;  // guards g_backend creation and replacement
 std::unique_ptr<Backend> g_backend;
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
-  // "cpu" will be the fused LLVM compiler; until it lands it runs the reference kernels, with
-  // float32 matrix products as oneDNN sgemm calls (backend/cpu/blas.cpp), under its own compile
-  // environment, so no program is shared between the two.
+  // interp: the reference kernels, the ground truth. cpu: fused kernels compiled by LLVM, matrix
+  // products through oneDNN (backend/cpu/).
   if (name == "interp") return interp::make_interp_backend(name, nullptr, "");
-  if (name == "cpu") return interp::make_interp_backend(name, &cpu::library_call, cpu::library_id());
+  if (name == "cpu") return cpu::make_cpu_backend();
   throw ValueError("unknown backend '" + name + "' (use cpu or interp)");
 }
 }  // namespace

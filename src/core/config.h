@@ -14,6 +14,7 @@ struct Config {
   int64_t ir_shape_cache_size = 12288;      // LAZULI_IR_SHAPE_CACHE_SIZE
   std::string cache_dir;                    // LAZULI_CACHE_DIR (default ~/.cache/lazuli; "" = off)
   bool persistent_cache_read_only = false;  // LAZULI_PERSISTENT_CACHE_READ_ONLY
+  int64_t persistent_cache_max_bytes = 1 << 30;  // LAZULI_PERSISTENT_CACHE_MAX_BYTES
   bool enable_param_aliasing = true;        // LAZULI_ENABLE_PARAM_ALIASING
   bool sync_wait = false;                   // LAZULI_SYNC_WAIT
   bool emit_steplog = false;                // LAZULI_EMIT_STEPLOG

@@ -1,5 +1,7 @@
 // The public runtime (<lazuli/runtime.h>) and debug (<lazuli/debug.h>) entry points.
 #include "backend/backend.h"
+#include "backend/cpu/kernel_cache.h"
+#include "backend/cpu/plan.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/graph_executor.h"
@@ -72,6 +74,24 @@ std::string dump_graph(const std::vector<Tensor>& tensors, const std::string& fm
     roots.push_back(t.impl()->value());
   }
   return fmt == "dot" ? ir::dump_dot(roots) : ir::dump_text(roots);
+}
+
+std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir) {
+  Roots roots = collect(impls(tensors, "dump_kernels"), /*include_views=*/false);
+  PostOrder po = post_order(roots.values);
+  LoweringGraph g;
+  g.post_order = po.nodes;
+  g.param_slot = po.param_slot;
+  g.num_params = static_cast<int>(po.params.size());
+  g.roots = roots.values;
+  cpu::Plan plan = cpu::build_plan(g, /*explain=*/true);
+  std::string out = cpu::describe_plan(plan);
+  if (llvm_ir) {
+    for (const cpu::PlanKernel& k : plan.kernels) {
+      out += "; LLVM IR of " + k.name + " (before optimization)\n" + cpu::kernel_llvm_ir(k);
+    }
+  }
+  return out;
 }
 
 int64_t live_tensor_count() { return internal::default_device().registry.size(); }

@@ -48,12 +48,15 @@ def _record_line(arcname, data):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     _build_extension()
     pkg = ROOT / "python" / NAME
-    # Every module of the package and its subpackages (nn, optim, ...), and the extension.
+    # Every module of the package and its subpackages (nn, optim, ...), the extension, and the
+    # LLVM code generator it loads at the first kernel compile.
     files = sorted(p for p in pkg.rglob("*")
                    if p.is_file() and "__pycache__" not in p.parts
-                   and (p.suffix == ".py" or (p.name.startswith("_C.") and p.suffix == ".so")))
-    if not any(p.suffix == ".so" for p in files):
-        raise RuntimeError("the _C extension was not built; see the CMake output above")
+                   and (p.suffix == ".py" or p.name == "liblazuli_jit.so"
+                        or (p.name.startswith("_C.") and p.suffix == ".so")))
+    if not any(p.name.startswith("_C.") for p in files) or not any(
+            p.name == "liblazuli_jit.so" for p in files):
+        raise RuntimeError("the _C extension or liblazuli_jit.so was not built; see the CMake output above")
     dist_info = f"{NAME}-{VERSION}.dist-info"
     wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
     metadata = (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"

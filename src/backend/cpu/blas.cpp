@@ -50,6 +50,24 @@ std::string library_id() {
          std::to_string(v->patch);
 }
 
+bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
+              interp::MutArray out) {
+  // a is [m, k] (stored [k, m] when ta), b is [k, n] (stored [n, k] when tb).
+  const Shape& o = *out.shape;
+  const int64_t m = o[0], n = o[1];
+  const int64_t k = ta ? (*a.shape)[0] : (*a.shape)[1];
+  auto* c = static_cast<float*>(out.data);
+  if (m == 0 || n == 0) return true;
+  if (k == 0) {
+    std::fill(c, c + m * n, 0.0f);
+    return true;
+  }
+  configure_threads_once();
+  const int64_t lda = (*a.shape)[1], ldb = (*b.shape)[1];
+  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, static_cast<const float*>(a.data), lda,
+                    static_cast<const float*>(b.data), ldb, 0.0f, c, n) == dnnl_success;
+}
+
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
                   interp::MutArray out) {
   if (op != ir::OpKind::MatMul || out.dtype != DType::Float32) return false;

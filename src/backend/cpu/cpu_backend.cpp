@@ -1,0 +1,138 @@
+// The cpu backend: a synced graph becomes a plan (fusion.cpp) whose kernels are compiled by LLVM
+// (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/backend.h"
+#include "backend/cpu/kernel_cache.h"
+#include "backend/cpu/plan.h"
+#include "backend/interp/kernels.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "core/thread_pool.h"
+#include "exec/debug_log.h"
+#include "lazuli/error.h"
+
+namespace lz::cpu {
+
+bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
+              interp::MutArray out);
+bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& inputs,
+                  interp::MutArray out);
+std::string library_id();
+
+namespace {
+
+class CpuProgram final : public Executable {
+ public:
+  CpuProgram(Plan plan, std::vector<std::shared_ptr<LoadedKernel>> kernels)
+      : plan_(std::move(plan)), kernels_(std::move(kernels)) {
+    for (const PlanStep& s : plan_.steps) {
+      counters_.push_back(s.counter.empty() ? nullptr : get_counter(s.counter));
+    }
+  }
+
+  void run(const std::vector<const Storage*>& params,
+           const std::vector<Storage*>& outputs) const override {
+    std::shared_ptr<Storage> arena;
+    if (plan_.arena_bytes > 0) arena = std::make_shared<Storage>(static_cast<size_t>(plan_.arena_bytes));
+    std::vector<void*> ptr(plan_.values.size(), nullptr);
+    for (size_t v = 0; v < plan_.values.size(); ++v) {
+      const ValueHome& h = plan_.values[v].home;
+      switch (h.kind) {
+        case ValueHome::Param: ptr[v] = params[h.index]->data(); break;
+        case ValueHome::Output: ptr[v] = outputs[h.index]->data(); break;
+        case ValueHome::Scratch: ptr[v] = arena ? static_cast<char*>(arena->data()) + h.offset : nullptr; break;
+      }
+    }
+    // A root whose output storage is a donated parameter's is written there only where the plan
+    // proved it safe; otherwise it is computed aside and copied at the end.
+    std::vector<std::shared_ptr<Storage>> spills;
+    std::vector<bool> copy = plan_.root_copy;
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (copy[r]) continue;
+      for (size_t p = 0; p < params.size(); ++p) {
+        if (params[p]->data() != outputs[r]->data()) continue;
+        const auto& ok = plan_.root_may_overwrite[r];
+        if (!std::binary_search(ok.begin(), ok.end(), static_cast<int>(p))) {
+          int v = plan_.root_value[r];
+          spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
+          ptr[v] = spills.back()->data();
+          copy[r] = true;
+        }
+        break;
+      }
+    }
+    std::vector<void*> ptrs;
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
+      if (s.kind == PlanStep::Kernel) {
+        if (s.range == 0) continue;
+        ptrs.clear();
+        for (int v : s.inputs) ptrs.push_back(v < 0 ? nullptr : ptr[v]);
+        ptrs.push_back(ptr[s.output]);
+        KernelFn fn = kernels_[s.kernel]->fn;
+        void* const* pp = ptrs.data();
+        const int64_t* args = s.args.data();
+        runtime_pool().parallel_for(s.range, s.grain, s.align,
+                                    [fn, pp, args](int64_t b, int64_t e) { fn(b, e, pp, args); });
+        continue;
+      }
+      std::vector<interp::ConstArray> in;
+      for (size_t j = 0; j < s.inputs.size(); ++j) {
+        in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]]});
+      }
+      const PlanValue& ov = plan_.values[s.output];
+      interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
+      if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
+        // Only float32 2-D products fold transposes (fusion.cpp rule 7), and sgemm takes them all.
+        if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
+        continue;
+      }
+      if (s.kind == PlanStep::MatMul && library_call(s.op, s.attrs, in, out)) continue;
+      if (counters_[i]) counters_[i]->add();
+      interp::run_kernel(s.op, s.attrs, in, out);
+    }
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (!copy[r]) continue;
+      const PlanValue& v = plan_.values[plan_.root_value[r]];
+      if (v.nbytes && outputs[r]->data() != ptr[plan_.root_value[r]]) {
+        std::memmove(outputs[r]->data(), ptr[plan_.root_value[r]], static_cast<size_t>(v.nbytes));
+      }
+    }
+  }
+
+  const Plan& plan() const { return plan_; }
+
+ private:
+  Plan plan_;
+  std::vector<std::shared_ptr<LoadedKernel>> kernels_;
+  std::vector<Counter*> counters_;
+};
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  Hash128 compile_env() const override {
+    // Kernels carry their own keys (codegen environment included); a program's hash needs only
+    // what changes planning: the planner's version and the matrix-product library.
+    Hasher h;
+    h.add_str("cpu-plan-v1");
+    h.add_str(library_id());
+    return h.digest();
+  }
+
+  std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
+    const bool explain = config().debug >= 3;
+    Plan plan = build_plan(g, explain);
+    if (explain) debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + describe_plan(plan));
+    auto kernels = obtain_kernels(plan.kernels);
+    return std::make_shared<CpuProgram>(std::move(plan), std::move(kernels));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace lz::cpu

@@ -1,0 +1,188 @@
+// Plans and kernels in words: debug.dump_kernels and LAZULI_DEBUG=3 print these.
+#include <sstream>
+
+#include "backend/cpu/plan.h"
+
+namespace lz::cpu {
+namespace {
+
+using ir::OpKind;
+
+std::string ctype(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::Int32: return "int32_t";
+    case DType::Int64: return "int64_t";
+    case DType::Float32: return "float";
+    case DType::Float64: return "double";
+  }
+  return "?";
+}
+
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ", ";
+    r += std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+const char* infix(OpKind op) {
+  switch (op) {
+    case OpKind::Add: return "+";
+    case OpKind::Sub: return "-";
+    case OpKind::Mul: return "*";
+    case OpKind::Div: return "/";
+    case OpKind::Eq: return "==";
+    case OpKind::Ne: return "!=";
+    case OpKind::Lt: return "<";
+    case OpKind::Le: return "<=";
+    case OpKind::Gt: return ">";
+    case OpKind::Ge: return ">=";
+    case OpKind::BitwiseAnd: return "&";
+    case OpKind::BitwiseOr: return "|";
+    case OpKind::BitwiseXor: return "^";
+    default: return nullptr;
+  }
+}
+
+std::string index_expr(const KernelSpec& s, int x, const std::string& j) {
+  std::string name = x < static_cast<int>(s.inputs.size()) ? "in" + std::to_string(x) : "out";
+  std::string base = "base_" + name;
+  switch (s.inner[x]) {
+    case StrideClass::Zero: return base;
+    case StrideClass::One: return base + " + " + j;
+    case StrideClass::Other: return base + " + " + j + " * stride_" + name;
+  }
+  return base;
+}
+
+}  // namespace
+
+std::string KernelSpec::pseudo_c(const std::string& name) const {
+  std::ostringstream os;
+  const int nin = static_cast<int>(inputs.size());
+  os << "void " << name << "(int64_t begin, int64_t end, void** ptrs, const int64_t* args) {\n";
+  os << "  // " << (scheme == Scheme::Elementwise ? "elementwise" : scheme == Scheme::RowReduce ? "row reduction" : "column reduction")
+     << ", " << rank << " loop dim(s)";
+  if (nred) os << ", " << nred << " reduced (" << ir::op_name(reduce_op) << ")";
+  os << "; sizes, offsets and strides are arguments\n";
+  for (int x = 0; x < nin; ++x) {
+    if (inputs[x].is_index) {
+      os << "  // in" << x << ": linear index (iota)\n";
+    } else {
+      os << "  const " << ctype(inputs[x].dtype) << "* in" << x << " = ptrs[" << x << "];\n";
+    }
+  }
+  os << "  " << ctype(out_dtype) << "* out = ptrs[" << nin << "];\n";
+  std::string ind = "  ";
+  const std::string j = "j";
+  if (scheme == Scheme::RowReduce) {
+    os << ind << "for (int64_t o = begin; o < end; ++o) {  // one output each\n";
+    ind += "  ";
+    os << ind << "// base_* = offset + index(o over the " << nout() << " output dims) . strides\n";
+    os << ind << "acc = init;\n";
+    for (int d = nout(); d < rank - 1; ++d) {
+      os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
+      ind += "  ";
+    }
+    os << ind << "for (int64_t j = 0; j < size" << rank - 1 << "; ++j) {  // vectorized, reassociated\n";
+  } else {
+    os << ind << "for (int64_t i = begin; i < end; i += n) {  // row segments of the innermost dim\n";
+    ind += "  ";
+    os << ind << "// n = min(size" << rank - 1 << " - i % size" << rank - 1 << ", end - i); base_* from i\n";
+    if (scheme == Scheme::ColReduce) {
+      os << ind << "for (int64_t j = 0; j < n; ++j) out[" << index_expr(*this, nin, j) << "] = init;\n";
+      for (int d = 0; d < nred; ++d) {
+        os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
+        ind += "  ";
+      }
+    }
+    os << ind << "for (int64_t j = 0; j < n; ++j) {  // vectorized\n";
+  }
+  ind += "  ";
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    const KExpr& e = exprs[i];
+    os << ind << ctype(e.dtype) << " v" << i << " = ";
+    auto v = [](int k) { return "v" + std::to_string(k); };
+    switch (e.op) {
+      case OpKind::DeviceData: os << "in" << e.input << "[" << index_expr(*this, e.input, j) << "]"; break;
+      case OpKind::Iota: os << "(" << ctype(e.dtype) << ")(" << index_expr(*this, e.input, j) << ")"; break;
+      case OpKind::Constant: os << e.scalar; break;
+      case OpKind::Where: os << v(e.a) << " ? " << v(e.b) << " : " << v(e.c); break;
+      case OpKind::Cast: os << "(" << ctype(e.dtype) << ")" << v(e.a); break;
+      default:
+        if (e.b >= 0 && infix(e.op)) {
+          os << v(e.a) << " " << infix(e.op) << " " << v(e.b);
+        } else if (e.b >= 0) {
+          os << ir::op_name(e.op) << "(" << v(e.a) << ", " << v(e.b) << ")";
+        } else {
+          os << ir::op_name(e.op) << "(" << v(e.a) << ")";
+        }
+    }
+    os << ";\n";
+  }
+  std::string last = "v" + std::to_string(exprs.size() - 1);
+  if (scheme == Scheme::Elementwise) {
+    os << ind << "out[" << index_expr(*this, nin, j) << "] = " << last << ";\n";
+  } else if (scheme == Scheme::ColReduce) {
+    os << ind << "out[" << index_expr(*this, nin, j) << "] = " << ir::op_name(reduce_op) << "(out[...], " << last << ");\n";
+  } else {
+    os << ind << "acc = " << ir::op_name(reduce_op) << "(acc, " << last << ");\n";
+  }
+  while (ind.size() > 2) {
+    ind.resize(ind.size() - 2);
+    if (scheme == Scheme::RowReduce && ind.size() == 4) os << ind << "}\n" << ind << "out[base_out] = acc;\n";
+    else os << ind << "}\n";
+  }
+  os << "}\n";
+  return os.str();
+}
+
+std::string describe_plan(const Plan& plan) {
+  std::ostringstream os;
+  auto val = [&](int v) {
+    if (v < 0) return std::string("index");
+    const PlanValue& pv = plan.values[v];
+    std::string where = pv.home.kind == ValueHome::Param    ? "param" + std::to_string(pv.home.index)
+                        : pv.home.kind == ValueHome::Output ? "output" + std::to_string(pv.home.index)
+                                                            : "scratch@" + std::to_string(pv.home.offset);
+    return "%" + std::to_string(v) + "(" + where + ")";
+  };
+  int nk = 0, nl = 0, nf = 0;
+  for (const PlanStep& s : plan.steps) {
+    (s.kind == PlanStep::Kernel ? nk : s.kind == PlanStep::MatMul ? nl : nf)++;
+  }
+  os << "plan: " << plan.steps.size() << " steps (" << nk << " kernel launches of " << plan.kernels.size()
+     << " kernels, " << nl << " library calls, " << nf << " fallbacks), " << plan.values.size()
+     << " buffers, scratch arena " << plan.arena_bytes << " bytes\n";
+  for (const std::string& n : plan.notes) os << "  decision: " << n << "\n";
+  os << "values:\n";
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    os << "  " << val(static_cast<int>(v)) << " " << ctype(pv.dtype) << shape_str(pv.shape) << " " << pv.nbytes << " bytes\n";
+  }
+  os << "steps:\n";
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    os << "  " << i << ": ";
+    if (s.kind == PlanStep::Kernel) {
+      os << "kernel " << plan.kernels[s.kernel].name << " range " << s.range << " (";
+      for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);
+      os << ") -> " << val(s.output) << "\n";
+    } else {
+      os << (s.kind == PlanStep::MatMul ? "library call " : "fallback (reference kernel) ") << ir::op_name(s.op) << " (";
+      for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);
+      os << ") -> " << val(s.output) << "\n";
+    }
+  }
+  for (size_t r = 0; r < plan.root_value.size(); ++r) {
+    if (plan.root_copy[r]) os << "  end: copy " << val(plan.root_value[r]) << " -> output" << r << "\n";
+  }
+  os << "kernels:\n";
+  for (const PlanKernel& k : plan.kernels) os << k.spec.pseudo_c(k.name);
+  return os.str();
+}
+
+}  // namespace lz::cpu

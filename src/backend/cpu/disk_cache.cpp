@@ -1,0 +1,287 @@
+#include "backend/cpu/disk_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+#include <vector>
+
+#include "core/metrics.h"
+
+namespace lz::cpu {
+namespace {
+
+constexpr char kMagic[8] = {'L', 'Z', 'K', 'C', 'A', 'C', 'H', 'E'};
+constexpr const char* kEntrySuffix = ".lzk";
+constexpr const char* kTempPrefix = ".tmp.";
+// A temp file this old belongs to a writer that died mid-write (a rename takes microseconds).
+constexpr time_t kStaleTempSeconds = 3600;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t reserved;
+  uint64_t key_lo, key_hi;
+  uint64_t payload_size;
+  uint64_t checksum;
+};
+static_assert(sizeof(Header) == DiskCache::kHeaderSize);
+
+std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now and reports the error close() found (a deferred write error on some filesystems).
+  int close_checked() {
+    int rc = ::close(fd_);
+    fd_ = -1;
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+// 0, or the errno of the failure; a write that makes no progress counts as a full disk.
+int write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (w == 0) return ENOSPC;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+// True when all n bytes at `offset` were read.
+bool read_all(int fd, char* p, size_t n, off_t offset) {
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, offset);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (r == 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += r;
+  }
+  return true;
+}
+
+bool is_entry_name(std::string_view name) {
+  return name.size() == 32 + std::strlen(kEntrySuffix) && name.ends_with(kEntrySuffix) &&
+         std::all_of(name.begin(), name.begin() + 32,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+bool older(const timespec& a, const timespec& b) {
+  return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec;
+}
+
+void warn(const std::string& message) {
+  std::fprintf(stderr, "lazuli: kernel cache: %s\n", message.c_str());
+}
+
+// mkdir -p with mode 0700 for every directory it creates; 0 or the errno of the failure.
+int make_dirs(const std::string& dir) {
+  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
+    std::string prefix = dir.substr(0, pos);
+    if (!prefix.empty() && prefix.back() != '/' && ::mkdir(prefix.c_str(), 0700) != 0 &&
+        errno != EEXIST) {
+      return errno;
+    }
+    if (pos == std::string::npos) return 0;
+  }
+}
+
+}  // namespace
+
+DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
+  if (opts_.dir.empty()) return;
+  while (opts_.dir.size() > 1 && opts_.dir.back() == '/') opts_.dir.pop_back();
+  if (opts_.max_bytes < 0) opts_.max_bytes = 0;
+  const std::string& dir = opts_.dir;
+  const char* off = "; the persistent kernel cache is off";
+  if (!opts_.read_only) {
+    if (int err = make_dirs(dir)) {
+      warn("cannot create " + dir + ": " + error_text(err) + off);
+      return;
+    }
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (!(opts_.read_only && errno == ENOENT)) {
+      warn("cannot use " + dir + ": " + error_text(errno) + off);
+    }
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    warn(dir + " is not a directory" + off);
+    return;
+  }
+  if (st.st_uid != ::geteuid()) {
+    warn(dir + " is owned by uid " + std::to_string(st.st_uid) + ", not by this process (uid " +
+         std::to_string(::geteuid()) +
+         "); loading code from it would let its owner run code in this process" + off);
+    return;
+  }
+  if (st.st_mode & 022) {
+    warn(dir + " is writable by other users; loading code from it would let them run code in " +
+         "this process" + off);
+    return;
+  }
+  enabled_ = true;
+}
+
+std::string DiskCache::entry_path(const Hash128& key) const {
+  return opts_.dir + "/" + key.hex() + kEntrySuffix;
+}
+
+std::optional<std::string> DiskCache::load(const Hash128& key) {
+  static Counter* hits = get_counter("PersistentCacheHit");
+  static Counter* misses = get_counter("PersistentCacheMiss");
+  static Counter* rejected = get_counter("PersistentCacheRejected");
+  if (!enabled_) {
+    misses->add();
+    return std::nullopt;
+  }
+  const std::string path = entry_path(key);
+  // O_NONBLOCK: a FIFO at the entry's name must not hang the load; regular files ignore it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) {
+    // ELOOP is a symlink at the entry's name: damaged, not absent.
+    if (errno != ELOOP) {
+      misses->add();
+      return std::nullopt;
+    }
+  }
+  struct stat st {};
+  auto reject = [&]() -> std::optional<std::string> {
+    rejected->add();
+    misses->add();
+    if (!opts_.read_only) {
+      // Delete only the file we judged: another process may have renamed a good entry over it.
+      struct stat now {};
+      bool same = fd.get() < 0 || (::lstat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino &&
+                                   now.st_dev == st.st_dev);
+      if (same) ::unlink(path.c_str());
+    }
+    return std::nullopt;
+  };
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return reject();
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  Header h;
+  if (file_size < kHeaderSize || !read_all(fd.get(), reinterpret_cast<char*>(&h), sizeof(h), 0)) {
+    return reject();
+  }
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.version != kFormatVersion ||
+      h.key_lo != key.lo || h.key_hi != key.hi || h.payload_size != file_size - kHeaderSize) {
+    return reject();
+  }
+  std::string payload(h.payload_size, '\0');
+  if (!read_all(fd.get(), payload.data(), payload.size(), kHeaderSize) ||
+      XXH3_64bits(payload.data(), payload.size()) != h.checksum) {
+    return reject();
+  }
+  if (!opts_.read_only) ::futimens(fd.get(), nullptr);  // LRU stamp; failure only costs recency
+  hits->add();
+  return payload;
+}
+
+void DiskCache::store(const Hash128& key, std::string_view payload) {
+  if (!enabled_ || opts_.read_only) return;
+  if (kHeaderSize + payload.size() > static_cast<uint64_t>(opts_.max_bytes)) return;
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.version = kFormatVersion;
+  h.key_lo = key.lo;
+  h.key_hi = key.hi;
+  h.payload_size = payload.size();
+  h.checksum = XXH3_64bits(payload.data(), payload.size());
+
+  const std::string path = entry_path(key);
+  std::string tmp = opts_.dir + "/" + kTempPrefix + key.hex() + ".XXXXXX";
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) {
+    warn_write_failure(path, errno);
+    return;
+  }
+  int err = write_all(fd.get(), reinterpret_cast<const char*>(&h), sizeof(h));
+  if (!err) err = write_all(fd.get(), payload.data(), payload.size());
+  int close_err = fd.close_checked();
+  if (!err) err = close_err;
+  if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    ::unlink(tmp.c_str());
+    warn_write_failure(path, err);
+    return;
+  }
+  evict_to_bound();
+}
+
+void DiskCache::warn_write_failure(const std::string& path, int err) {
+  if (warned_write_.exchange(true)) return;
+  warn("cannot write " + path + ": " + error_text(err) + "; continuing without saving");
+}
+
+// One directory scan per store: a store follows a compile, which costs far more than the scan.
+// Also deletes temp files left by writers that died mid-write.
+void DiskCache::evict_to_bound() {
+  struct Entry {
+    std::string path;
+    timespec mtime;
+    uint64_t size;
+  };
+  DIR* d = ::opendir(opts_.dir.c_str());
+  if (!d) return;
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  const time_t now = std::time(nullptr);
+  while (dirent* e = ::readdir(d)) {
+    std::string_view name = e->d_name;
+    const bool entry = is_entry_name(name), temp = name.starts_with(kTempPrefix);
+    if (!entry && !temp) continue;
+    std::string path = opts_.dir + "/" + std::string(name);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (temp) {
+      if (now - st.st_mtim.tv_sec > kStaleTempSeconds) ::unlink(path.c_str());
+      continue;
+    }
+    entries.push_back({std::move(path), st.st_mtim, static_cast<uint64_t>(st.st_size)});
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  ::closedir(d);
+  const auto bound = static_cast<uint64_t>(opts_.max_bytes);
+  if (total <= bound) return;
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return older(a.mtime, b.mtime); });
+  for (const Entry& e : entries) {
+    if (total <= bound) break;
+    // ENOENT: another process evicted it first; its bytes are gone either way.
+    if (::unlink(e.path.c_str()) == 0 || errno == ENOENT) total -= e.size;
+  }
+}
+
+}  // namespace lz::cpu

@@ -1,0 +1,77 @@
+// The persistent (disk) level of the kernel cache: one file per compiled kernel, keyed by its
+// Hash128, under a directory that survives the process (LAZULI_CACHE_DIR).
+//
+// Entry file `<dir>/<32 hex digits of the key>.lzk`: a 48-byte header, then the payload.
+//   offset  0  char[8]  magic "LZKCACHE"
+//           8  uint32   format version (kFormatVersion)
+//          12  uint32   reserved, 0
+//          16  uint64   key.lo, then key.hi at 24 (the key this entry was written for)
+//          32  uint64   payload size (the file is exactly header + payload bytes)
+//          40  uint64   XXH3-64 of the payload
+// All fields are in host byte order, like the hashes themselves (core/hash.h). load() checks every
+// field before it returns a payload; an entry that fails any check is counted as rejected, treated
+// as a miss and deleted, so a crash, a full disk or a format change costs one recompile.
+//
+// Security rule: the payload is machine code this process will run, so whoever can write the
+// directory can run code in this process. The directory is created with mode 0700 (missing parents
+// too); an existing directory that is writable by group or others, or not owned by our effective
+// uid, is refused: enabled() is false and one warning names it. A cache that was refused, could not
+// be created, or was given an empty path loads nothing and stores nothing.
+//
+// Writes go to a unique temp file in the same directory (`.tmp.<key hex>.XXXXXX`, never matched
+// as an entry) and are renamed over the entry, so readers see a whole entry or none, and two
+// processes storing the same key both succeed. Recency is the entry's mtime: a hit refreshes it,
+// and after each store the least recently used entries are deleted until the entries' total size
+// is at most max_bytes. An entry larger than max_bytes by itself is not written.
+//
+// Errors: nothing here throws or aborts. A failed write deletes its temp file and prints one
+// warning per DiskCache object; the caller goes on without the entry. Thread-safe: the object
+// holds no mutable state but the warned-once flag; cooperating processes share a directory
+// through atomic renames only (no locks).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/hash.h"
+
+namespace lz::cpu {
+
+struct DiskCacheOptions {
+  std::string dir;              // "" turns the cache off
+  bool read_only = false;       // never create, write, delete or touch anything
+  int64_t max_bytes = 1 << 30;  // bound on the entries' total size (headers included)
+};
+
+class DiskCache {
+ public:
+  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr size_t kHeaderSize = 48;
+
+  // Creates the directory unless read_only (a read-only cache over a missing directory is simply
+  // off, silently). Never throws; a refusal or failure prints one warning.
+  explicit DiskCache(DiskCacheOptions opts);
+
+  bool enabled() const { return enabled_; }
+
+  // The payload stored under `key`, or nullopt. Counters: PersistentCacheHit on a hit,
+  // PersistentCacheMiss on every nullopt, PersistentCacheRejected in addition for a damaged entry.
+  std::optional<std::string> load(const Hash128& key);
+
+  // Atomically writes the entry, then evicts past max_bytes. No-op when read_only or disabled.
+  void store(const Hash128& key, std::string_view payload);
+
+  std::string entry_path(const Hash128& key) const;
+
+ private:
+  void warn_write_failure(const std::string& path, int err);
+  void evict_to_bound();
+
+  DiskCacheOptions opts_;
+  bool enabled_ = false;
+  std::atomic<bool> warned_write_{false};
+};
+
+}  // namespace lz::cpu

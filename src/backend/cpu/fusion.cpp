@@ -1,0 +1,691 @@
+// Lowering a synced graph into a plan of fused kernels, library calls and fallbacks.
+//
+// Fusion rules (each applied in build_plan, in this order; the limits are the constants below):
+//  1. Elementwise ops (unary, binary, compare, where, cast, the autograd identities, constants,
+//     iota) fuse into the kernel of their consumer. A kernel computes one value.
+//  2. Movement ops (permute, expand, slice, and reshapes that only split dims or add/remove
+//     size-1 dims) never copy: they become index arithmetic, pushed down to the loads as affine
+//     maps from the kernel's loop indices. A reshape that merges dims is not affine; over a
+//     materialized buffer it is a free reinterpretation (an alias), otherwise its operand is
+//     materialized first.
+//  3. A value used more than once is recomputed in each user's kernel when its fused expression
+//     has at most kMaxRecomputedOps ops (x - max(x) in a softmax), and materialized once otherwise.
+//  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops
+//     materializes it (otherwise each broadcast element would recompute it).
+//  5. A reduction (sum, prod, max, min) is one kernel with its elementwise producers fused in
+//     (rules 1-4 decide how far); its output is materialized.
+//  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
+//  7. Matrix products are library calls (oneDNN sgemm for float32); ops the code generator does
+//     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
+//     operands are materialized dense buffers, except that a chain of permutes under a float32
+//     2-D matrix product operand is folded into the call: it composes to the identity (read the
+//     buffer as is) or to a transpose (sgemm's 'T').
+//  8. Graph roots are materialized into their output storage directly, except a root that is a
+//     parameter, an alias, or a repeated root: those are copied at the end.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "backend/cpu/plan.h"
+#include "lazuli/error.h"
+
+namespace lz::cpu {
+namespace {
+
+using ir::Node;
+using ir::OpClass;
+using ir::OpKind;
+
+constexpr int kMaxRecomputedOps = 8;
+constexpr int kMaxBroadcastRecompute = 2;
+constexpr int kMaxKernelOps = 64;
+constexpr int64_t kGrainElements = 32768;
+
+// The index of one dim of a node as an affine function of the kernel's loop indices.
+struct Row {
+  int64_t off = 0;
+  std::vector<int64_t> coef;
+};
+using View = std::vector<Row>;
+
+bool is_reduction(OpKind op) {
+  return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax ||
+         op == OpKind::ReduceMin;
+}
+bool is_view(OpKind op) {
+  return op == OpKind::Permute || op == OpKind::Expand || op == OpKind::Slice || op == OpKind::Reshape;
+}
+
+// Reshape as an affine map from out-index rows to in-index rows: possible when each in dim is a
+// product of consecutive out dims (a split), size-1 dims aside.
+bool reshape_rows(const Shape& in, const Shape& out, const View& v, int rank, View* res) {
+  res->assign(in.size(), Row{0, std::vector<int64_t>(rank, 0)});
+  size_t o = 0;
+  for (size_t j = 0; j < in.size(); ++j) {
+    if (in[j] == 1) continue;
+    Row row{0, std::vector<int64_t>(rank, 0)};
+    std::vector<size_t> dims;
+    int64_t prod = 1;
+    while (prod < in[j] && o < out.size()) {
+      prod *= out[o];
+      dims.push_back(o++);
+    }
+    if (prod != in[j]) return false;
+    int64_t w = 1;
+    for (size_t t = dims.size(); t-- > 0;) {
+      row.off += w * v[dims[t]].off;
+      for (int d = 0; d < rank; ++d) row.coef[d] += w * v[dims[t]].coef[d];
+      w *= out[dims[t]];
+    }
+    (*res)[j] = row;
+  }
+  for (; o < out.size(); ++o) {
+    if (out[o] != 1) return false;
+  }
+  return true;
+}
+
+bool reshape_is_affine(const Shape& in, const Shape& out) {
+  View v(out.size(), Row{0, {}});
+  View r;
+  return reshape_rows(in, out, v, 0, &r);
+}
+
+class Planner {
+ public:
+  Planner(const LoweringGraph& g, bool explain) : g_(g), explain_(explain) {}
+
+  Plan run() {
+    const auto& po = g_.post_order;
+    for (size_t i = 0; i < po.size(); ++i) index_[po[i]] = static_cast<int>(i);
+    users_.assign(po.size(), 0);
+    for (const Node* n : po) {
+      for (const ir::Value& v : n->operands) users_[idx(v.node.get())]++;
+    }
+    for (const ir::Value& r : g_.roots) users_[idx(r.node.get())]++;
+    decide();
+    build_steps();
+    plan_memory();
+    return std::move(plan_);
+  }
+
+ private:
+  int idx(const Node* n) const { return index_.at(n); }
+  const Node* op0(const Node* n) const { return n->operands[0].node.get(); }
+
+  void note(const std::string& s) {
+    if (explain_) plan_.notes.push_back(s);
+  }
+  std::string label(const Node* n) const {
+    return "%" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
+  }
+  static std::string shape_str(const Shape& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i) r += ",";
+      r += std::to_string(s[i]);
+    }
+    return r + "]";
+  }
+
+  enum class Kind : uint8_t { Param, Fusible, View, Reduce, Opaque };
+  Kind kind_of(const Node* n) const {
+    if (n->op == OpKind::DeviceData) return Kind::Param;
+    if (n->op == OpKind::Constant || n->op == OpKind::Iota) return Kind::Fusible;
+    if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
+    if (is_view(n->op)) return Kind::View;
+    if (is_reduction(n->op)) {
+      return n->dtype == DType::Bool ? Kind::Opaque : Kind::Reduce;
+    }
+    return Kind::Opaque;
+  }
+
+  // The materialized node whose buffer `n` reads, through reshape aliases; null if none.
+  const Node* buffer_base(const Node* n) const {
+    while (true) {
+      if (mat_[idx(n)]) return n;
+      if (n->op != OpKind::Reshape) return nullptr;
+      n = op0(n);
+    }
+  }
+
+  void materialize(const Node* n, const std::string& why) {
+    if (mat_[idx(n)]) return;
+    mat_[idx(n)] = true;
+    cost_[idx(n)] = 0;
+    note("materialize " + label(n) + ": " + why);
+  }
+
+  // A dense buffer for a library call or fallback operand.
+  void need_dense(const Node* n, const Node* user) {
+    if (buffer_base(n)) return;
+    materialize(n, "operand of " + std::string(ir::op_name(user->op)));
+  }
+
+  // A float32 2-D matmul operand that is a chain of permutes over x: x read as is or transposed.
+  bool folds_into_sgemm(const Node* mm, const Node* o, const Node** base, bool* trans) const {
+    if (mm->op != OpKind::MatMul || mm->dtype != DType::Float32 || mm->shape.size() != 2 ||
+        o->op != OpKind::Permute || o->shape.size() != 2) {
+      return false;
+    }
+    std::vector<int64_t> total = {0, 1};
+    const Node* n = o;
+    while (n->op == OpKind::Permute && !buffer_base(n)) {
+      for (int64_t& t : total) t = n->attrs.ints[t];
+      n = op0(n);
+    }
+    *base = n;
+    *trans = total[0] == 1;
+    return n->shape.size() == 2;
+  }
+
+  void decide() {
+    const auto& po = g_.post_order;
+    mat_.assign(po.size(), false);
+    cost_.assign(po.size(), 0);
+    for (const Node* n : po) {
+      const int i = idx(n);
+      switch (kind_of(n)) {
+        case Kind::Param: mat_[i] = true; break;
+        case Kind::Opaque:
+          for (const ir::Value& v : n->operands) {
+            const Node* base = nullptr;
+            bool trans = false;
+            if (folds_into_sgemm(n, v.node.get(), &base, &trans)) {
+              if (!buffer_base(base)) materialize(base, "operand of matmul (transpose folded)");
+              folded_[v.node.get()] = {base, trans};
+              continue;
+            }
+            need_dense(v.node.get(), n);
+          }
+          mat_[i] = true;
+          if (n->op != OpKind::MatMul) note("fallback " + label(n) + ": reference kernel");
+          break;
+        case Kind::Reduce: mat_[i] = true; cost_[i] = 0; break;
+        case Kind::View: {
+          const Node* x = op0(n);
+          if (n->op == OpKind::Reshape && !reshape_is_affine(x->shape, n->shape) && !buffer_base(x)) {
+            materialize(x, "reshape " + shape_str(x->shape) + " -> " + shape_str(n->shape) + " merges dims");
+          }
+          if (n->op == OpKind::Expand && cost_[idx(x)] > kMaxBroadcastRecompute &&
+              numel(n->shape) > numel(x->shape)) {
+            materialize(x, "broadcast by " + label(n) + " (rule 4)");
+          }
+          cost_[i] = mat_[idx(x)] ? 0 : cost_[idx(x)];
+          break;
+        }
+        case Kind::Fusible: {
+          auto total = [&] {
+            int c = 1;
+            for (const ir::Value& v : n->operands) c += mat_[idx(v.node.get())] ? 0 : cost_[idx(v.node.get())];
+            return c;
+          };
+          int c = total();
+          while (c > kMaxKernelOps) {  // rule 6
+            const Node* big = nullptr;
+            for (const ir::Value& v : n->operands) {
+              const Node* o = v.node.get();
+              if (!mat_[idx(o)] && (!big || cost_[idx(o)] > cost_[idx(big)])) big = o;
+            }
+            materialize(big, "kernel size limit (rule 6)");
+            c = total();
+          }
+          cost_[i] = c;
+          break;
+        }
+      }
+      if (!mat_[i] && users_[i] > 1 && cost_[i] > kMaxRecomputedOps) {
+        materialize(n, std::to_string(users_[i]) + " users and " + std::to_string(cost_[i]) +
+                           " ops (rule 3)");
+      }
+    }
+    for (const ir::Value& r : g_.roots) {
+      const Node* n = r.node.get();
+      if (!buffer_base(n)) materialize(n, "graph root");
+    }
+  }
+
+  // ---- values ----
+  int value_of(const Node* base) {
+    auto it = value_.find(base);
+    if (it != value_.end()) return it->second;
+    PlanValue v;
+    v.dtype = base->dtype;
+    v.shape = base->shape;
+    v.nbytes = numel(base->shape) * static_cast<int64_t>(dtype_size(base->dtype));
+    if (base->op == OpKind::DeviceData) {
+      v.home = {ValueHome::Param, g_.param_slot.at(base), 0};
+    } else {
+      v.home = {ValueHome::Scratch, 0, 0};
+    }
+    int id = static_cast<int>(plan_.values.size());
+    plan_.values.push_back(v);
+    value_[base] = id;
+    return id;
+  }
+
+  void read(int value, int step) {
+    PlanValue& v = plan_.values[value];
+    v.last_use = std::max(v.last_use, step);
+  }
+
+  // ---- kernels ----
+  struct KernelBuild {
+    KernelSpec spec;
+    std::vector<int> input_value;                 // per input
+    std::vector<std::vector<int64_t>> input_args; // per input: offset, strides[rank]
+    std::map<std::pair<const Node*, std::vector<int64_t>>, int> memo;
+    int rank = 0;
+  };
+
+  static std::vector<int64_t> view_key(const View& v) {
+    std::vector<int64_t> k;
+    for (const Row& r : v) {
+      k.push_back(r.off);
+      k.insert(k.end(), r.coef.begin(), r.coef.end());
+    }
+    return k;
+  }
+
+  int add_expr(KernelBuild& kb, KExpr e) {
+    kb.spec.exprs.push_back(e);
+    return static_cast<int>(kb.spec.exprs.size()) - 1;
+  }
+
+  // Offset and strides over the loop dims of a dense buffer of `shape` read through `v`.
+  std::vector<int64_t> linear(const Shape& shape, const View& v, int rank) {
+    std::vector<int64_t> st = contiguous_strides(shape);
+    std::vector<int64_t> a(rank + 1, 0);
+    for (size_t j = 0; j < shape.size(); ++j) {
+      a[0] += st[j] * v[j].off;
+      for (int d = 0; d < rank; ++d) a[1 + d] += st[j] * v[j].coef[d];
+    }
+    return a;
+  }
+
+  int build_expr(KernelBuild& kb, const Node* n, const View& v, const Node* root) {
+    auto key = std::make_pair(n, view_key(v));
+    if (auto it = kb.memo.find(key); it != kb.memo.end()) return it->second;
+    int e = -1;
+    const Node* base = n == root ? nullptr : buffer_base(n);
+    if (base) {
+      int input = static_cast<int>(kb.spec.inputs.size());
+      kb.spec.inputs.push_back({n->dtype, false});
+      kb.input_value.push_back(value_of(base));
+      kb.input_args.push_back(linear(n->shape, v, kb.rank));
+      e = add_expr(kb, {OpKind::DeviceData, n->dtype, -1, -1, -1, input, 0});
+    } else if (n->op == OpKind::Constant) {
+      e = add_expr(kb, {OpKind::Constant, n->dtype, -1, -1, -1, -1, n->attrs.scalar});
+    } else if (n->op == OpKind::Iota) {
+      int input = static_cast<int>(kb.spec.inputs.size());
+      kb.spec.inputs.push_back({DType::Int64, true});
+      kb.input_value.push_back(-1);
+      std::vector<int64_t> a(kb.rank + 1, 0);
+      a[0] = v[0].off;
+      for (int d = 0; d < kb.rank; ++d) a[1 + d] = v[0].coef[d];
+      kb.input_args.push_back(a);
+      e = add_expr(kb, {OpKind::Iota, n->dtype, -1, -1, -1, input, 0});
+    } else if (is_view(n->op)) {
+      const Node* x = op0(n);
+      View in;
+      switch (n->op) {
+        case OpKind::Permute:
+          in.resize(v.size());
+          for (size_t i = 0; i < v.size(); ++i) in[n->attrs.ints[i]] = v[i];
+          break;
+        case OpKind::Expand:
+          in = v;
+          for (size_t j = 0; j < x->shape.size(); ++j) {
+            if (x->shape[j] == 1) in[j] = Row{0, std::vector<int64_t>(kb.rank, 0)};
+          }
+          break;
+        case OpKind::Slice: {
+          in = v;
+          int64_t dim = n->attrs.ints[0], start = n->attrs.ints[1], step = n->attrs.ints[3];
+          in[dim].off = start + step * v[dim].off;
+          for (int64_t& c : in[dim].coef) c *= step;
+          break;
+        }
+        default:
+          if (!reshape_rows(x->shape, n->shape, v, kb.rank, &in)) {
+            throw Error("cpu backend: internal error: non-affine reshape reached a kernel");
+          }
+      }
+      e = build_expr(kb, x, in, root);
+    } else {
+      KExpr k{n->op, n->dtype, -1, -1, -1, -1, 0};
+      int32_t* slots[3] = {&k.a, &k.b, &k.c};
+      for (size_t i = 0; i < n->operands.size(); ++i) {
+        const Node* o = n->operands[i].node.get();
+        View ov(o->shape.size());
+        const size_t lead = n->shape.size() - o->shape.size();
+        for (size_t j = 0; j < o->shape.size(); ++j) {
+          ov[j] = o->shape[j] == 1 ? Row{0, std::vector<int64_t>(kb.rank, 0)} : v[lead + j];
+        }
+        *slots[i] = build_expr(kb, o, ov, root);
+      }
+      e = add_expr(kb, k);
+    }
+    kb.memo[key] = e;
+    return e;
+  }
+
+  // Reorders and collapses the loop dims, classifies inner strides, and emits the step.
+  void finish_kernel(KernelBuild& kb, const Shape& space, std::vector<bool> reduced,
+                     std::vector<int64_t> out_args, int out_value, const std::string& what) {
+    const int rank = kb.rank;
+    const int nops = static_cast<int>(kb.input_args.size()) + 1;
+    auto arg = [&](int x) -> std::vector<int64_t>& { return x < nops - 1 ? kb.input_args[x] : out_args; };
+    // Dims of size 1 do not loop.
+    std::vector<int> dims;
+    for (int d = 0; d < rank; ++d) {
+      if (space[d] != 1) dims.push_back(d);
+    }
+    bool any_red = false, last_red = false;
+    for (int d : dims) any_red = any_red || reduced[d];
+    if (!dims.empty()) last_red = reduced[dims.back()];
+    Scheme scheme = !any_red ? Scheme::Elementwise : last_red ? Scheme::RowReduce : Scheme::ColReduce;
+    if (any_red && dims.size() == static_cast<size_t>(std::count_if(dims.begin(), dims.end(), [&](int d) { return reduced[d]; }))) {
+      scheme = Scheme::RowReduce;  // a full reduction
+    }
+    std::vector<int> order;
+    if (scheme == Scheme::Elementwise) {
+      order = dims;
+    } else {
+      bool red_first = scheme == Scheme::ColReduce;
+      for (int pass = 0; pass < 2; ++pass) {
+        bool want = (pass == 0) == red_first;
+        for (int d : dims) {
+          if (reduced[d] == want) order.push_back(d);
+        }
+      }
+    }
+    // Collapse neighbours whose strides nest for every operand.
+    std::vector<int64_t> sizes;
+    std::vector<bool> red;
+    std::vector<std::vector<int64_t>> st(nops);
+    for (int d : order) {
+      bool merge = !sizes.empty() && red.back() == reduced[d];
+      for (int x = 0; merge && x < nops; ++x) merge = st[x].back() == arg(x)[1 + d] * space[d];
+      if (merge) {
+        sizes.back() *= space[d];
+        for (int x = 0; x < nops; ++x) st[x].back() = arg(x)[1 + d];
+      } else {
+        sizes.push_back(space[d]);
+        red.push_back(reduced[d]);
+        for (int x = 0; x < nops; ++x) st[x].push_back(arg(x)[1 + d]);
+      }
+    }
+    if (sizes.empty()) {
+      sizes.push_back(1);
+      red.push_back(false);
+      for (int x = 0; x < nops; ++x) st[x].push_back(0);
+    }
+    KernelSpec& s = kb.spec;
+    s.scheme = scheme;
+    s.rank = static_cast<int>(sizes.size());
+    s.nred = static_cast<int>(std::count(red.begin(), red.end(), true));
+    s.inner.clear();
+    PlanStep step;
+    step.kind = PlanStep::Kernel;
+    step.args = sizes;
+    for (int x = 0; x < nops; ++x) {
+      int64_t inner = st[x].back();
+      s.inner.push_back(inner == 0 ? StrideClass::Zero : inner == 1 ? StrideClass::One : StrideClass::Other);
+      step.args.push_back(arg(x)[0]);
+      step.args.insert(step.args.end(), st[x].begin(), st[x].end());
+    }
+    int64_t total = 1, reduce_total = 1;
+    for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
+    step.range = total;
+    step.grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, reduce_total));
+    step.align = scheme == Scheme::RowReduce ? 1 : 16;
+    step.inputs = kb.input_value;
+    step.output = out_value;
+    std::string name = "lzk_" + s.structure().hex();
+    int k = -1;
+    for (size_t i = 0; i < plan_.kernels.size(); ++i) {
+      if (plan_.kernels[i].name == name) k = static_cast<int>(i);
+    }
+    if (k < 0) {
+      k = static_cast<int>(plan_.kernels.size());
+      plan_.kernels.push_back({s, name});
+    }
+    step.kernel = k;
+    int sid = static_cast<int>(plan_.steps.size());
+    for (int v : step.inputs) {
+      if (v >= 0) read(v, sid);
+    }
+    plan_.values[out_value].def_step = sid;
+    plan_.steps.push_back(std::move(step));
+    note("kernel " + std::to_string(k) + " (" + name.substr(0, 12) + ") computes " + what + ": " +
+         std::to_string(s.exprs.size()) + " ops, " + std::to_string(s.inputs.size()) + " inputs, " +
+         (scheme == Scheme::Elementwise ? "elementwise" : scheme == Scheme::RowReduce ? "row reduction" : "column reduction"));
+  }
+
+  View identity(const Shape& s) {
+    const int rank = static_cast<int>(s.size());
+    View v(rank, Row{0, std::vector<int64_t>(rank, 0)});
+    for (int d = 0; d < rank; ++d) v[d].coef[d] = 1;
+    return v;
+  }
+
+  void kernel_for(const Node* n) {
+    int out = value_of(n);
+    KernelBuild kb;
+    if (is_reduction(n->op)) {
+      const Node* x = op0(n);
+      kb.rank = static_cast<int>(x->shape.size());
+      kb.spec.reduce_op = n->op;
+      kb.spec.out_dtype = n->dtype;
+      build_expr(kb, x, identity(x->shape), nullptr);
+      std::vector<bool> reduced(kb.rank, false);
+      for (int64_t d : n->attrs.ints) reduced[d] = true;
+      // Output strides over the input's dims: the kept dims' dense strides, 0 on reduced dims.
+      Shape kept;
+      for (int d = 0; d < kb.rank; ++d) {
+        if (!reduced[d]) kept.push_back(x->shape[d]);
+      }
+      std::vector<int64_t> ks = contiguous_strides(kept);
+      std::vector<int64_t> oa(kb.rank + 1, 0);
+      for (int d = 0, k = 0; d < kb.rank; ++d) {
+        if (!reduced[d]) oa[1 + d] = ks[k++];
+      }
+      finish_kernel(kb, x->shape, reduced, oa, out, label(n));
+    } else {
+      kb.rank = static_cast<int>(n->shape.size());
+      kb.spec.out_dtype = n->dtype;
+      build_expr(kb, n, identity(n->shape), n);
+      std::vector<int64_t> oa = linear(n->shape, identity(n->shape), kb.rank);
+      finish_kernel(kb, n->shape, std::vector<bool>(kb.rank, false), oa, out, label(n));
+    }
+  }
+
+  void library_or_fallback(const Node* n) {
+    PlanStep step;
+    step.kind = n->op == OpKind::MatMul ? PlanStep::MatMul : PlanStep::Fallback;
+    step.op = n->op;
+    step.attrs = n->attrs;
+    int sid = static_cast<int>(plan_.steps.size());
+    for (const ir::Value& o : n->operands) {
+      const Node* on = o.node.get();
+      bool trans = false;
+      if (auto it = folded_.find(on); it != folded_.end()) {
+        on = it->second.first;
+        trans = it->second.second;
+      }
+      int v = value_of(buffer_base(on));
+      step.inputs.push_back(v);
+      step.in_shapes.push_back(on->shape);
+      step.in_dtypes.push_back(on->dtype);
+      step.trans.push_back(trans);
+      read(v, sid);
+    }
+    step.output = value_of(n);
+    if (step.kind == PlanStep::Fallback) step.counter = "fallback::" + std::string(ir::op_name(n->op));
+    plan_.values[step.output].def_step = sid;
+    plan_.steps.push_back(std::move(step));
+  }
+
+  void build_steps() {
+    for (const Node* n : g_.post_order) {
+      if (!mat_[idx(n)] || n->op == OpKind::DeviceData) continue;
+      if (kind_of(n) == Kind::Opaque) {
+        library_or_fallback(n);
+      } else {
+        kernel_for(n);
+      }
+    }
+    // Roots: written in place into their output storage when they are a computed value seen for
+    // the first time; otherwise copied at the end.
+    const int nroots = static_cast<int>(g_.roots.size());
+    plan_.root_value.resize(nroots);
+    plan_.root_copy.assign(nroots, true);
+    plan_.root_may_overwrite.assign(nroots, {});
+    for (int r = 0; r < nroots; ++r) {
+      const Node* n = g_.roots[r].node.get();
+      const Node* base = buffer_base(n);
+      int v = value_of(base);
+      plan_.root_value[r] = v;
+      PlanValue& pv = plan_.values[v];
+      if (base == n && pv.home.kind == ValueHome::Scratch) {
+        pv.home = {ValueHome::Output, r, 0};
+        plan_.root_copy[r] = false;
+      } else {
+        pv.last_use = INT_MAX;
+      }
+    }
+    // A root written in place may take a donated parameter's storage when its step is the last
+    // reader of that parameter and reads it element for element (same offset and strides as the
+    // output), which only an elementwise kernel does.
+    for (int r = 0; r < nroots; ++r) {
+      if (plan_.root_copy[r]) continue;
+      const PlanValue& out = plan_.values[plan_.root_value[r]];
+      const int sid = out.def_step;
+      const PlanStep& s = plan_.steps[sid];
+      if (s.kind != PlanStep::Kernel || plan_.kernels[s.kernel].spec.scheme != Scheme::Elementwise) continue;
+      const KernelSpec& spec = plan_.kernels[s.kernel].spec;
+      const int rank = spec.rank;
+      const int nin = static_cast<int>(spec.inputs.size());
+      auto op_args = [&](int x) {
+        auto b = s.args.begin() + rank + x * (rank + 1);
+        return std::vector<int64_t>(b, b + rank + 1);
+      };
+      std::vector<int64_t> oargs = op_args(nin);
+      for (size_t vi = 0; vi < plan_.values.size(); ++vi) {
+        const PlanValue& pv = plan_.values[vi];
+        if (pv.home.kind != ValueHome::Param || pv.last_use > sid || pv.nbytes != out.nbytes) continue;
+        bool same = true;
+        for (int x = 0; x < nin && same; ++x) {
+          if (s.inputs[x] == static_cast<int>(vi)) same = op_args(x) == oargs;
+        }
+        if (same) plan_.root_may_overwrite[r].push_back(pv.home.index);
+      }
+      std::sort(plan_.root_may_overwrite[r].begin(), plan_.root_may_overwrite[r].end());
+    }
+  }
+
+  // Scratch values get arena offsets by liveness: largest first, each at the lowest 64-byte
+  // aligned offset that no value alive at the same time occupies.
+  void plan_memory() {
+    struct Placed {
+      int64_t off, end;
+      int def, last;
+    };
+    std::vector<int> order;
+    for (size_t i = 0; i < plan_.values.size(); ++i) {
+      if (plan_.values[i].home.kind == ValueHome::Scratch) order.push_back(static_cast<int>(i));
+    }
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return plan_.values[a].nbytes > plan_.values[b].nbytes;
+    });
+    std::vector<Placed> placed;
+    int64_t total = 0;
+    for (int i : order) {
+      PlanValue& v = plan_.values[i];
+      int last = std::max(v.last_use, v.def_step);
+      int64_t size = ((v.nbytes + 63) / 64) * 64;
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (const Placed& p : placed) {
+        if (p.def <= last && v.def_step <= p.last) busy.push_back({p.off, p.end});
+      }
+      std::sort(busy.begin(), busy.end());
+      int64_t off = 0;
+      for (auto [b, e] : busy) {
+        if (off + size <= b) break;
+        off = std::max(off, e);
+      }
+      v.home.offset = off;
+      placed.push_back({off, off + size, v.def_step, last});
+      total = std::max(total, off + size);
+    }
+    plan_.arena_bytes = total;
+  }
+
+  const LoweringGraph& g_;
+  bool explain_;
+  Plan plan_;
+  std::unordered_map<const Node*, int> index_;
+  std::vector<int> users_;
+  std::vector<bool> mat_;
+  std::vector<int> cost_;
+  std::unordered_map<const Node*, int> value_;
+  std::unordered_map<const Node*, std::pair<const Node*, bool>> folded_;  // matmul operand -> (base, transposed)
+};
+
+bool float_only(OpKind op) {
+  switch (op) {
+    case OpKind::Exp: case OpKind::Log: case OpKind::Log1p: case OpKind::Expm1: case OpKind::Sqrt:
+    case OpKind::Rsqrt: case OpKind::Sin: case OpKind::Cos: case OpKind::Tanh: case OpKind::Sigmoid:
+    case OpKind::Gelu: case OpKind::Erf: case OpKind::Reciprocal: case OpKind::Div: case OpKind::Pow:
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool compiles_elementwise(const Node& n) {
+  const DType in = n.operands.empty() ? n.dtype : n.operands[0].node->dtype;
+  const DType t = ir::op_info(n.op).cls == OpClass::Compare ? in : n.dtype;
+  const bool flt = is_floating(t), boolean = t == DType::Bool;
+  if (float_only(n.op)) return flt;
+  switch (n.op) {
+    case OpKind::FloorDiv:
+    case OpKind::Remainder: return false;  // value-dependent errors and fix-ups: reference only
+    case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Add: case OpKind::Sub:
+    case OpKind::Mul: case OpKind::Maximum: case OpKind::Minimum:
+      return !boolean;
+    case OpKind::BitwiseAnd: case OpKind::BitwiseOr: case OpKind::BitwiseXor: case OpKind::BitwiseNot:
+      return !flt;
+    case OpKind::Where: return n.operands[1].node->dtype == n.dtype;
+    default: return true;  // compares, casts, rounding, sign, identities
+  }
+}
+
+Plan build_plan(const LoweringGraph& graph, bool explain) { return Planner(graph, explain).run(); }
+
+Hash128 KernelSpec::structure() const {
+  Hasher h;
+  h.add_str("lz-kernel-v1");
+  h.add(static_cast<uint8_t>(scheme));
+  h.add(rank);
+  h.add(nred);
+  h.add(reduce_op);
+  h.add(out_dtype);
+  h.add<uint64_t>(exprs.size());
+  for (const KExpr& e : exprs) {
+    h.add(e.op).add(e.dtype).add(e.a).add(e.b).add(e.c).add(e.input);
+    uint64_t bits;
+    std::memcpy(&bits, &e.scalar, sizeof(bits));
+    h.add(bits);
+  }
+  h.add<uint64_t>(inputs.size());
+  for (const KInput& in : inputs) h.add(in.dtype).add(in.is_index);
+  for (StrideClass c : inner) h.add(c);
+  return h.digest();
+}
+
+}  // namespace lz::cpu

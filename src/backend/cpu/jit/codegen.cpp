@@ -1,0 +1,672 @@
+// Code generation: a KernelSpec becomes LLVM IR (IRBuilder), optimized for this CPU at O2 and
+// emitted as a relocatable object, which ORC's LLJIT links into the process.
+//
+// Lessons that shaped this file (issue 3, measured on this machine):
+// - The pass pipeline is given the TargetMachine; without it nothing vectorizes.
+// - Reductions fold with `reassoc` fast-math flags on the combining op only, so the vectorizer
+//   may split the accumulator across lanes; every other float op keeps IEEE semantics.
+// - Transcendental functions are calls to libm's scalar functions, declared pure, and the
+//   vectorizer maps them onto glibc's libmvec variants (AVX2 and AVX-512, <= 4 ulp) through
+//   TargetLibraryInfo. LLVM 14's own libmvec table lacks tanh and erf, so the table is ours.
+// - One LLVMContext per compile and one TargetMachine per compiling thread; one resource
+//   tracker per kernel so unloaded code is freed.
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "backend/cpu/jit_api.h"
+
+namespace lz::cpu {
+namespace {
+
+using ir::OpKind;
+
+std::string to_string(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+template <class T>
+T take(llvm::Expected<T> v, const char* what) {
+  if (!v) throw std::runtime_error(std::string(what) + ": " + to_string(v.takeError()));
+  return std::move(*v);
+}
+
+// libm functions and their libmvec variants: AVX2 ('d') and AVX-512 ('e') for float and double.
+struct MathFn {
+  const char* f32;
+  const char* f64;
+  int arity;
+};
+
+const MathFn kExp{"expf", "exp", 1}, kLog{"logf", "log", 1}, kLog1p{"log1pf", "log1p", 1},
+    kExpm1{"expm1f", "expm1", 1}, kSin{"sinf", "sin", 1}, kCos{"cosf", "cos", 1},
+    kTanh{"tanhf", "tanh", 1}, kErf{"erff", "erf", 1}, kPow{"powf", "pow", 2};
+
+std::vector<llvm::VecDesc> libmvec_table() {
+  static std::vector<std::string>* names = new std::vector<std::string>();  // VecDesc holds refs
+  std::vector<llvm::VecDesc> out;
+  if (names->empty()) {
+    for (const MathFn* f : {&kExp, &kLog, &kLog1p, &kExpm1, &kSin, &kCos, &kTanh, &kErf, &kPow}) {
+      std::string v = f->arity == 2 ? "vv_" : "v_";
+      names->push_back(f->f32);
+      names->push_back("_ZGVdN8" + v + f->f32);
+      names->push_back(f->f32);
+      names->push_back("_ZGVeN16" + v + f->f32);
+      names->push_back(f->f64);
+      names->push_back("_ZGVdN4" + v + f->f64);
+      names->push_back(f->f64);
+      names->push_back("_ZGVeN8" + v + f->f64);
+    }
+  }
+  const unsigned vf[4] = {8, 16, 4, 8};
+  for (size_t i = 0; i < names->size(); i += 2) {
+    out.push_back({(*names)[i], (*names)[i + 1],
+                   llvm::ElementCount::getFixed(vf[(i / 2) % 4])});
+  }
+  return out;
+}
+
+bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+class Emitter {
+ public:
+  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& spec)
+      : ctx_(ctx), m_(m), b_(ctx), spec_(spec) {}
+
+  void emit(const std::string& name) {
+    auto* i64 = b_.getInt64Ty();
+    auto* i8pp = b_.getInt8PtrTy()->getPointerTo();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i8pp, i64->getPointerTo()}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addParamAttr(2, llvm::Attribute::NoAlias);
+    fn_->addParamAttr(3, llvm::Attribute::NoAlias);
+    fn_->addParamAttr(2, llvm::Attribute::ReadOnly);
+    fn_->addParamAttr(3, llvm::Attribute::ReadOnly);
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    llvm::Value* begin = fn_->getArg(0);
+    llvm::Value* end = fn_->getArg(1);
+    llvm::Value* ptrs = fn_->getArg(2);
+    llvm::Value* args = fn_->getArg(3);
+
+    llvm::MDBuilder mdb(ctx_);
+    llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("lz");
+    llvm::MDNode* scope = mdb.createAnonymousAliasScope(domain, "out");
+    out_scope_ = llvm::MDNode::get(ctx_, {scope});
+
+    const int rank = spec_.rank;
+    auto arg = [&](int i) {
+      return b_.CreateLoad(i64, b_.CreateConstInBoundsGEP1_64(i64, args, i));
+    };
+    for (int d = 0; d < rank; ++d) sizes_.push_back(arg(d));
+    const int nops = static_cast<int>(spec_.inputs.size()) + 1;  // inputs, then the output
+    for (int x = 0; x < nops; ++x) {
+      int base = rank + x * (rank + 1);
+      offs_.push_back(arg(base));
+      std::vector<llvm::Value*> st;
+      for (int d = 0; d < rank; ++d) st.push_back(arg(base + 1 + d));
+      strides_.push_back(st);
+      bool index = x < nops - 1 && spec_.inputs[x].is_index;
+      DType dt = x < nops - 1 ? spec_.inputs[x].dtype : spec_.out_dtype;
+      if (index) {
+        ptrs_.push_back(nullptr);
+      } else {
+        llvm::Value* p = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, x));
+        ptrs_.push_back(b_.CreatePointerCast(p, mem_type(dt)->getPointerTo()));
+      }
+    }
+    if (spec_.scheme == Scheme::RowReduce) {
+      emit_row_reduce(begin, end);
+    } else {
+      emit_segments(begin, end);
+    }
+    b_.CreateRetVoid();
+  }
+
+ private:
+  // ---- types and conversions ----
+  llvm::Type* reg_type(DType t) {
+    switch (t) {
+      case DType::Bool: return b_.getInt1Ty();
+      case DType::Int32: return b_.getInt32Ty();
+      case DType::Int64: return b_.getInt64Ty();
+      case DType::Float32: return b_.getFloatTy();
+      case DType::Float64: return b_.getDoubleTy();
+    }
+    throw std::runtime_error("codegen: unknown dtype");
+  }
+  llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
+  unsigned align_of(DType t) {
+    return static_cast<unsigned>(m_.getDataLayout().getTypeAllocSize(mem_type(t)));
+  }
+
+  llvm::Value* constant(DType t, double v) {
+    switch (t) {
+      case DType::Bool: return b_.getInt1(v != 0);
+      case DType::Int32: return b_.getInt32(static_cast<uint32_t>(static_cast<int32_t>(v)));
+      case DType::Int64: return b_.getInt64(static_cast<uint64_t>(static_cast<int64_t>(v)));
+      case DType::Float32: return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(v));
+      case DType::Float64: return llvm::ConstantFP::get(b_.getDoubleTy(), v);
+    }
+    throw std::runtime_error("codegen: unknown dtype");
+  }
+
+  // The reference backend's conversion rules (interp/kernels_impl.h convert()): to bool is
+  // "!= 0" (NaN is true); a float outside an integer type's range becomes its minimum.
+  llvm::Value* convert(llvm::Value* v, DType from, DType to) {
+    if (from == to) return v;
+    llvm::Type* t = reg_type(to);
+    if (to == DType::Bool) {
+      return is_float(from) ? b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+                            : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+    }
+    if (from == DType::Bool) return is_float(to) ? b_.CreateUIToFP(v, t) : b_.CreateZExt(v, t);
+    if (is_float(from) && is_float(to)) {
+      return to == DType::Float64 ? b_.CreateFPExt(v, t) : b_.CreateFPTrunc(v, t);
+    }
+    if (is_float(to)) return b_.CreateSIToFP(v, t);
+    if (!is_float(from)) return b_.CreateSExtOrTrunc(v, t);
+    // float -> integer, range-checked: !(x >= -limit && x < limit) gives the minimum.
+    double limit = to == DType::Int32 ? 2147483648.0 : 9223372036854775808.0;
+    llvm::Value* lo = llvm::ConstantFP::get(v->getType(), -limit);
+    llvm::Value* hi = llvm::ConstantFP::get(v->getType(), limit);
+    llvm::Value* ok = b_.CreateAnd(b_.CreateFCmpOGE(v, lo), b_.CreateFCmpOLT(v, hi));
+    llvm::Value* min = to == DType::Int32 ? b_.getInt32(0x80000000u) : b_.getInt64(1ull << 63);
+    return b_.CreateSelect(ok, b_.CreateFPToSI(v, t), min);
+  }
+
+  // ---- math ----
+  llvm::Value* call_math(const MathFn& f, DType t, llvm::Value* x, llvm::Value* y = nullptr) {
+    llvm::Type* ty = reg_type(t);
+    std::vector<llvm::Type*> params(f.arity, ty);
+    auto callee = m_.getOrInsertFunction(t == DType::Float32 ? f.f32 : f.f64,
+                                         llvm::FunctionType::get(ty, params, false));
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+      fn->setDoesNotAccessMemory();
+      fn->setDoesNotThrow();
+      fn->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    llvm::CallInst* c = y ? b_.CreateCall(callee, {x, y}) : b_.CreateCall(callee, {x});
+    c->setDoesNotAccessMemory();
+    c->setDoesNotThrow();
+    return c;
+  }
+  llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
+    return b_.CreateUnaryIntrinsic(id, x);
+  }
+  llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
+  llvm::Value* is_nan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
+
+  // NaN-propagating maximum / minimum, as the reference.
+  llvm::Value* fmax_nan(llvm::Value* a, llvm::Value* c, bool max) {
+    llvm::Value* gt = max ? b_.CreateFCmpOGT(a, c) : b_.CreateFCmpOLT(a, c);
+    llvm::Value* pick = b_.CreateSelect(gt, a, c);
+    return b_.CreateSelect(is_nan(a), a, b_.CreateSelect(is_nan(c), c, pick));
+  }
+
+  llvm::Value* unary(const KExpr& e, llvm::Value* x, DType in) {
+    const bool f = is_float(e.dtype);
+    switch (e.op) {
+      case OpKind::GradLeaf:
+      case OpKind::StopGradient: return x;
+      case OpKind::Cast: return convert(x, in, e.dtype);
+      case OpKind::Neg: return f ? b_.CreateFNeg(x) : b_.CreateNeg(x);
+      case OpKind::Abs:
+        if (f) return intrinsic(llvm::Intrinsic::fabs, x);
+        return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::ConstantInt::get(x->getType(), 0)), b_.CreateNeg(x), x);
+      case OpKind::Exp: return call_math(kExp, e.dtype, x);
+      case OpKind::Log: return call_math(kLog, e.dtype, x);
+      case OpKind::Log1p: return call_math(kLog1p, e.dtype, x);
+      case OpKind::Expm1: return call_math(kExpm1, e.dtype, x);
+      case OpKind::Sin: return call_math(kSin, e.dtype, x);
+      case OpKind::Cos: return call_math(kCos, e.dtype, x);
+      case OpKind::Tanh: return call_math(kTanh, e.dtype, x);
+      case OpKind::Erf: return call_math(kErf, e.dtype, x);
+      case OpKind::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
+      case OpKind::Rsqrt: return b_.CreateFDiv(fconst(x, 1), intrinsic(llvm::Intrinsic::sqrt, x));
+      case OpKind::Reciprocal: return b_.CreateFDiv(fconst(x, 1), x);
+      case OpKind::Sigmoid:
+        return b_.CreateFDiv(fconst(x, 1), b_.CreateFAdd(fconst(x, 1), call_math(kExp, e.dtype, b_.CreateFNeg(x))));
+      case OpKind::Gelu: {
+        llvm::Value* s = b_.CreateFDiv(x, fconst(x, std::sqrt(2.0)));
+        llvm::Value* h = b_.CreateFMul(x, fconst(x, 0.5));
+        return b_.CreateFMul(h, b_.CreateFAdd(fconst(x, 1), call_math(kErf, e.dtype, s)));
+      }
+      case OpKind::Relu:
+        if (f) {
+          llvm::Value* keep = b_.CreateOr(is_nan(x), b_.CreateFCmpOGT(x, fconst(x, 0)));
+          return b_.CreateSelect(keep, x, fconst(x, 0));
+        }
+        return b_.CreateSelect(b_.CreateICmpSGT(x, llvm::ConstantInt::get(x->getType(), 0)), x,
+                               llvm::ConstantInt::get(x->getType(), 0));
+      case OpKind::Floor: return f ? intrinsic(llvm::Intrinsic::floor, x) : x;
+      case OpKind::Ceil: return f ? intrinsic(llvm::Intrinsic::ceil, x) : x;
+      case OpKind::Round: return f ? intrinsic(llvm::Intrinsic::roundeven, x) : x;
+      case OpKind::Sign: {
+        if (e.dtype == DType::Bool) return x;
+        llvm::Value* pos = f ? b_.CreateFCmpOLT(fconst(x, 0), x)
+                             : b_.CreateICmpSLT(llvm::ConstantInt::get(x->getType(), 0), x);
+        llvm::Value* neg = f ? b_.CreateFCmpOLT(x, fconst(x, 0))
+                             : b_.CreateICmpSLT(x, llvm::ConstantInt::get(x->getType(), 0));
+        llvm::Value* d = b_.CreateSub(b_.CreateZExt(pos, b_.getInt32Ty()), b_.CreateZExt(neg, b_.getInt32Ty()));
+        return convert(d, DType::Int32, e.dtype);
+      }
+      case OpKind::BitwiseNot: return b_.CreateNot(x);
+      default: break;
+    }
+    throw std::runtime_error("codegen: unsupported unary op " + std::to_string(static_cast<int>(e.op)));
+  }
+
+  llvm::Value* binary(const KExpr& e, llvm::Value* x, llvm::Value* y, DType in) {
+    const bool f = is_float(in);
+    const bool sgn = in != DType::Bool;
+    switch (e.op) {
+      case OpKind::Add: return f ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y);
+      case OpKind::Sub: return f ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
+      case OpKind::Mul: return f ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
+      case OpKind::Div: return b_.CreateFDiv(x, y);
+      case OpKind::Pow: return call_math(kPow, e.dtype, x, y);
+      case OpKind::Maximum:
+        if (f) return fmax_nan(x, y, true);
+        return b_.CreateSelect(sgn ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
+      case OpKind::Minimum:
+        if (f) return fmax_nan(x, y, false);
+        return b_.CreateSelect(sgn ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
+      case OpKind::BitwiseAnd: return b_.CreateAnd(x, y);
+      case OpKind::BitwiseOr: return b_.CreateOr(x, y);
+      case OpKind::BitwiseXor: return b_.CreateXor(x, y);
+      case OpKind::Eq: return f ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y);
+      case OpKind::Ne: return f ? b_.CreateFCmpUNE(x, y) : b_.CreateICmpNE(x, y);
+      case OpKind::Lt: return f ? b_.CreateFCmpOLT(x, y) : sgn ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y);
+      case OpKind::Le: return f ? b_.CreateFCmpOLE(x, y) : sgn ? b_.CreateICmpSLE(x, y) : b_.CreateICmpULE(x, y);
+      case OpKind::Gt: return f ? b_.CreateFCmpOGT(x, y) : sgn ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y);
+      case OpKind::Ge: return f ? b_.CreateFCmpOGE(x, y) : sgn ? b_.CreateICmpSGE(x, y) : b_.CreateICmpUGE(x, y);
+      default: break;
+    }
+    throw std::runtime_error("codegen: unsupported binary op " + std::to_string(static_cast<int>(e.op)));
+  }
+
+  // ---- the expression at one point ----
+  // pos[x]: element offset of operand x at the current point.
+  llvm::Value* expression(const std::vector<llvm::Value*>& pos) {
+    std::vector<llvm::Value*> v(spec_.exprs.size());
+    for (size_t i = 0; i < spec_.exprs.size(); ++i) {
+      const KExpr& e = spec_.exprs[i];
+      auto dt = [&](int32_t j) { return spec_.exprs[j].dtype; };
+      switch (e.op) {
+        case OpKind::DeviceData: {
+          DType t = spec_.inputs[e.input].dtype;
+          llvm::Value* p = b_.CreateInBoundsGEP(mem_type(t), ptrs_[e.input], pos[e.input]);
+          llvm::LoadInst* l = b_.CreateAlignedLoad(mem_type(t), p, llvm::MaybeAlign(align_of(t)));
+          l->setMetadata(llvm::LLVMContext::MD_noalias, out_scope_);
+          v[i] = t == DType::Bool ? b_.CreateICmpNE(l, b_.getInt8(0)) : static_cast<llvm::Value*>(l);
+          v[i] = convert(v[i], t, e.dtype);
+          break;
+        }
+        case OpKind::Iota: v[i] = convert(pos[e.input], DType::Int64, e.dtype); break;
+        case OpKind::Constant: v[i] = constant(e.dtype, e.scalar); break;
+        case OpKind::Where: v[i] = b_.CreateSelect(v[e.a], v[e.b], v[e.c]); break;
+        default:
+          if (e.b < 0) {
+            v[i] = unary(e, v[e.a], dt(e.a));
+          } else {
+            v[i] = binary(e, v[e.a], v[e.b], dt(e.a));
+          }
+      }
+    }
+    return v.back();
+  }
+
+  // ---- loops ----
+  // for (i = lo; i < hi; ++i) carried = body(i, carried); returns the carried values at exit.
+  std::vector<llvm::Value*> loop(llvm::Value* lo, llvm::Value* hi, std::vector<llvm::Value*> init,
+                                 const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* bodybb = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(lo, pre);
+    std::vector<llvm::PHINode*> phis;
+    std::vector<llvm::Value*> carried;
+    for (llvm::Value* v : init) {
+      llvm::PHINode* p = b_.CreatePHI(v->getType(), 2);
+      p->addIncoming(v, pre);
+      phis.push_back(p);
+      carried.push_back(p);
+    }
+    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodybb, exit);
+    b_.SetInsertPoint(bodybb);
+    std::vector<llvm::Value*> next = body(i, carried);
+    llvm::Value* inext = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    b_.CreateBr(header);
+    i->addIncoming(inext, latch);
+    for (size_t k = 0; k < phis.size(); ++k) phis[k]->addIncoming(next[k], latch);
+    b_.SetInsertPoint(exit);
+    return carried;
+  }
+
+  int nops() const { return static_cast<int>(ptrs_.size()); }
+  int out_op() const { return nops() - 1; }
+
+  // Offsets of every operand at step j of the innermost loop from `base`.
+  std::vector<llvm::Value*> inner_pos(const std::vector<llvm::Value*>& base, llvm::Value* j) {
+    std::vector<llvm::Value*> pos(base.size());
+    for (int x = 0; x < nops(); ++x) {
+      switch (spec_.inner[x]) {
+        case StrideClass::Zero: pos[x] = base[x]; break;
+        case StrideClass::One: pos[x] = b_.CreateAdd(base[x], j); break;
+        case StrideClass::Other: pos[x] = b_.CreateAdd(base[x], b_.CreateMul(j, strides_[x][spec_.rank - 1])); break;
+      }
+    }
+    return pos;
+  }
+
+  // base[x] += (multi-index of linear `lin` over dims [lo, hi)) . strides[x]
+  void add_decomposed(std::vector<llvm::Value*>& base, llvm::Value* lin, int lo, int hi) {
+    llvm::Value* rem = lin;
+    for (int d = hi - 1; d >= lo; --d) {
+      llvm::Value* idx = d == lo ? rem : b_.CreateSRem(rem, sizes_[d]);
+      if (d != lo) rem = b_.CreateSDiv(rem, sizes_[d]);
+      for (int x = 0; x < nops(); ++x) base[x] = b_.CreateAdd(base[x], b_.CreateMul(idx, strides_[x][d]));
+    }
+  }
+
+  llvm::Value* store_out(llvm::Value* pos, llvm::Value* v) {
+    DType t = spec_.out_dtype;
+    if (t == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
+    llvm::Value* p = b_.CreateInBoundsGEP(mem_type(t), ptrs_[out_op()], pos);
+    llvm::StoreInst* s = b_.CreateAlignedStore(v, p, llvm::MaybeAlign(align_of(t)));
+    s->setMetadata(llvm::LLVMContext::MD_alias_scope, out_scope_);
+    return s;
+  }
+  llvm::Value* load_out(llvm::Value* pos) {
+    DType t = spec_.out_dtype;
+    llvm::Value* p = b_.CreateInBoundsGEP(mem_type(t), ptrs_[out_op()], pos);
+    llvm::LoadInst* l = b_.CreateAlignedLoad(mem_type(t), p, llvm::MaybeAlign(align_of(t)));
+    l->setMetadata(llvm::LLVMContext::MD_alias_scope, out_scope_);
+    return l;
+  }
+
+  llvm::Value* reduce_init() {
+    DType t = spec_.out_dtype;
+    const double inf = std::numeric_limits<double>::infinity();
+    switch (spec_.reduce_op) {
+      case OpKind::ReduceSum: return constant(t, 0);
+      case OpKind::ReduceProd: return constant(t, 1);
+      case OpKind::ReduceMax:
+        if (is_float(t)) return constant(t, -inf);
+        return t == DType::Int32 ? b_.getInt32(0x80000000u) : b_.getInt64(1ull << 63);
+      case OpKind::ReduceMin:
+        if (is_float(t)) return constant(t, inf);
+        return t == DType::Int32 ? b_.getInt32(0x7fffffffu) : b_.getInt64(~(1ull << 63));
+      default: break;
+    }
+    throw std::runtime_error("codegen: unsupported reduction");
+  }
+
+  // acc (+) v with the reduction's combining op; `reassoc` lets the vectorizer split the fold.
+  llvm::Value* combine(llvm::Value* acc, llvm::Value* v, bool reassoc) {
+    const bool f = is_float(spec_.out_dtype);
+    llvm::FastMathFlags fmf;
+    fmf.setAllowReassoc(reassoc);
+    switch (spec_.reduce_op) {
+      case OpKind::ReduceSum:
+        if (!f) return b_.CreateAdd(acc, v);
+        return set_fmf(b_.CreateFAdd(acc, v), fmf);
+      case OpKind::ReduceProd:
+        if (!f) return b_.CreateMul(acc, v);
+        return set_fmf(b_.CreateFMul(acc, v), fmf);
+      case OpKind::ReduceMax:
+        if (!f) return b_.CreateSelect(b_.CreateICmpSGT(v, acc), v, acc);
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), is_nan(v)), v, acc);
+      case OpKind::ReduceMin:
+        if (!f) return b_.CreateSelect(b_.CreateICmpSLT(v, acc), v, acc);
+        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOLT(v, acc), is_nan(v)), v, acc);
+      default: break;
+    }
+    throw std::runtime_error("codegen: unsupported reduction");
+  }
+  llvm::Value* set_fmf(llvm::Value* v, llvm::FastMathFlags fmf) {
+    if (auto* i = llvm::dyn_cast<llvm::Instruction>(v)) i->setFastMathFlags(fmf);
+    return v;
+  }
+
+  // Nested loops over dims [d, hi) adding each dim's index * stride to the bases; `inner` runs
+  // at the innermost level with the complete bases.
+  using Carried = std::vector<llvm::Value*>;
+  Carried nest(int d, int hi, std::vector<llvm::Value*> base, Carried carried,
+               const std::function<Carried(const std::vector<llvm::Value*>&, const Carried&)>& inner) {
+    if (d == hi) return inner(base, carried);
+    return loop(b_.getInt64(0), sizes_[d], carried, [&](llvm::Value* r, const Carried& c) {
+      std::vector<llvm::Value*> nb(base.size());
+      for (int x = 0; x < nops(); ++x) nb[x] = b_.CreateAdd(base[x], b_.CreateMul(r, strides_[x][d]));
+      return nest(d + 1, hi, nb, c, inner);
+    });
+  }
+
+  // Elementwise and ColReduce: row segments of the innermost dim over [begin, end).
+  void emit_segments(llvm::Value* begin, llvm::Value* end) {
+    const int rank = spec_.rank, nred = spec_.nred;
+    llvm::Value* inner_size = sizes_[rank - 1];
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "seg", fn_);
+    auto* bodybb = llvm::BasicBlock::Create(ctx_, "segbody", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "segexit", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, end), bodybb, exit);
+    b_.SetInsertPoint(bodybb);
+    llvm::Value* row = b_.CreateSDiv(i, inner_size);
+    llvm::Value* col = b_.CreateSub(i, b_.CreateMul(row, inner_size));
+    llvm::Value* n = b_.CreateSub(inner_size, col);
+    llvm::Value* left = b_.CreateSub(end, i);
+    n = b_.CreateSelect(b_.CreateICmpSLT(left, n), left, n);
+    std::vector<llvm::Value*> base(nops());
+    for (int x = 0; x < nops(); ++x) base[x] = b_.CreateAdd(offs_[x], b_.CreateMul(col, strides_[x][rank - 1]));
+    if (rank - 1 > nred) add_decomposed(base, row, nred, rank - 1);
+    if (spec_.scheme == Scheme::Elementwise) {
+      loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
+        std::vector<llvm::Value*> pos = inner_pos(base, j);
+        store_out(pos[out_op()], expression(pos));
+        return Carried{};
+      });
+    } else {
+      llvm::Value* init = reduce_init();
+      loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
+        store_out(inner_pos(base, j)[out_op()], init);
+        return Carried{};
+      });
+      nest(0, nred, base, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
+        loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
+          std::vector<llvm::Value*> pos = inner_pos(rb, j);
+          llvm::Value* acc = load_out(pos[out_op()]);
+          if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
+          store_out(pos[out_op()], combine(acc, expression(pos), false));
+          return Carried{};
+        });
+        return Carried{};
+      });
+    }
+    llvm::Value* inext = b_.CreateAdd(i, n);
+    i->addIncoming(inext, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  // RowReduce: one output per iteration of [begin, end); the reduced dims fold in registers.
+  void emit_row_reduce(llvm::Value* begin, llvm::Value* end) {
+    const int rank = spec_.rank, nout = spec_.nout();
+    loop(begin, end, {}, [&](llvm::Value* o, const Carried&) {
+      std::vector<llvm::Value*> base(offs_.begin(), offs_.end());
+      if (nout > 0) add_decomposed(base, o, 0, nout);
+      Carried acc = nest(nout, rank - 1, base, {reduce_init()},
+                         [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                           return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
+                             std::vector<llvm::Value*> pos = inner_pos(rb, j);
+                             return Carried{combine(cc[0], expression(pos), true)};
+                           });
+                         });
+      store_out(base[out_op()], acc[0]);
+      return Carried{};
+    });
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  llvm::IRBuilder<> b_;
+  const KernelSpec& spec_;
+  llvm::Function* fn_ = nullptr;
+  llvm::MDNode* out_scope_ = nullptr;
+  std::vector<llvm::Value*> sizes_, offs_, ptrs_;
+  std::vector<std::vector<llvm::Value*>> strides_;
+};
+
+std::unique_ptr<llvm::TargetMachine> host_machine() {
+  auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detect host");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Default);  // O2: as fast as O3 here, and quicker
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  return take(jtmb.createTargetMachine(), "create target machine");
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  llvm::PassBuilder pb(tm, pto);
+  llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
+  static const std::vector<llvm::VecDesc> table = libmvec_table();
+  tlii.addVectorizableFunctions(table);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+  mpm.run(m, mam);
+}
+
+class LlvmJit final : public JitCompiler {
+ public:
+  LlvmJit() {
+    jit_ = take(llvm::orc::LLJITBuilder().create(), "create LLJIT");
+    char prefix = jit_->getDataLayout().getGlobalPrefix();
+    auto& lib = jit_->getMainJITDylib();
+    lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
+    // glibc's vector math library: the vectorizer's calls land there (see libmvec_table).
+    lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix), "load libmvec.so.1"));
+    auto tm = host_machine();
+    env_ = std::string("llvm-") + LLVM_VERSION_STRING + " " + tm->getTargetTriple().str() + " " +
+           tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str();
+  }
+
+  std::string environment() const override { return env_; }
+
+  std::string compile(const KernelSpec& spec, const std::string& name, std::string* llvm_ir) override {
+    thread_local std::unique_ptr<llvm::TargetMachine> tm;
+    if (!tm) tm = host_machine();
+    llvm::LLVMContext ctx;
+    auto m = std::make_unique<llvm::Module>(name, ctx);
+    m->setDataLayout(tm->createDataLayout());
+    m->setTargetTriple(tm->getTargetTriple().str());
+    Emitter(ctx, *m, spec).emit(name);
+    if (llvm_ir) {
+      llvm::raw_string_ostream os(*llvm_ir);
+      m->print(os, nullptr);
+    }
+    std::string err;
+    llvm::raw_string_ostream es(err);
+    if (llvm::verifyModule(*m, &es)) throw std::runtime_error("invalid IR: " + es.str());
+    optimize(*m, tm.get());
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+      throw std::runtime_error("the target cannot emit object files");
+    }
+    pm.run(*m);
+    return std::string(buf.data(), buf.size());
+  }
+
+  void* load(const std::string& object, const std::string& name) override {
+    auto rt = jit_->getMainJITDylib().createResourceTracker();
+    auto mb = llvm::MemoryBuffer::getMemBufferCopy(object, name);
+    if (auto e = jit_->addObjectFile(rt, std::move(mb))) throw std::runtime_error("link: " + to_string(std::move(e)));
+    auto sym = jit_->lookup(name);
+    if (!sym) {
+      std::string msg = to_string(sym.takeError());
+      llvm::cantFail(rt->remove());
+      throw std::runtime_error("lookup " + name + ": " + msg);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    trackers_[name] = rt;
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(sym->getAddress()));
+  }
+
+  void unload(const std::string& name) override {
+    llvm::orc::ResourceTrackerSP rt;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = trackers_.find(name);
+      if (it == trackers_.end()) return;
+      rt = it->second;
+      trackers_.erase(it);
+    }
+    llvm::consumeError(rt->remove());
+  }
+
+ private:
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  std::string env_;
+  std::mutex mu_;  // guards trackers_
+  std::unordered_map<std::string, llvm::orc::ResourceTrackerSP> trackers_;
+};
+
+}  // namespace
+}  // namespace lz::cpu
+
+extern "C" __attribute__((visibility("default"))) lz::cpu::JitCompiler* lazuli_create_jit_compiler(std::string* error) {
+  try {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    return new lz::cpu::LlvmJit();
+  } catch (const std::exception& e) {
+    if (error) *error = e.what();
+    return nullptr;
+  }
+}

@@ -1,0 +1,238 @@
+#include "backend/cpu/kernel_cache.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "backend/cpu/disk_cache.h"
+#include "backend/cpu/jit_api.h"
+#include "core/config.h"
+#include "core/lru_cache.h"
+#include "core/metrics.h"
+#include "core/thread_pool.h"
+#include "lazuli/error.h"
+
+#ifndef LAZULI_BUILD_REVISION
+#define LAZULI_BUILD_REVISION "unknown"
+#endif
+#ifndef LAZULI_VERSION
+#define LAZULI_VERSION "0"
+#endif
+
+namespace lz::cpu {
+namespace {
+
+constexpr size_t kMemoryKernels = 4096;
+
+// The code generator library sits beside the object that holds this function (liblazuli.so or
+// the Python extension).
+std::string jit_library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&jit_library_path), &info) && info.dli_fname) {
+    std::string self = info.dli_fname;
+    size_t slash = self.rfind('/');
+    if (slash != std::string::npos) return self.substr(0, slash + 1) + "liblazuli_jit.so";
+  }
+  return "liblazuli_jit.so";
+}
+
+std::string file_checksum(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  Hasher h;
+  h.add_str(ss.str());
+  return h.digest().hex();
+}
+
+struct Codegen {
+  JitCompiler* jit = nullptr;
+  std::string env;       // enters every key
+  Hash128 env_hash;
+};
+
+// Loaded once, at the first compile or load; never unloaded (kernels may outlive everything).
+Codegen& codegen() {
+  static Codegen* cg = nullptr;
+  static std::once_flag once;
+  static std::string error;
+  std::call_once(once, [] {
+    std::string path = jit_library_path();
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      error = "cannot load the code generator " + path + ": " + dlerror();
+      return;
+    }
+    using Create = JitCompiler* (*)(std::string*);
+    auto create = reinterpret_cast<Create>(dlsym(h, "lazuli_create_jit_compiler"));
+    std::string why;
+    JitCompiler* jit = create ? create(&why) : nullptr;
+    if (!jit) {
+      error = "the code generator " + path + " failed to start: " + (create ? why : "no entry point");
+      return;
+    }
+    auto* c = new Codegen();
+    c->jit = jit;
+    c->env = std::string("lazuli-") + LAZULI_VERSION + "-" + LAZULI_BUILD_REVISION + " jit " +
+             file_checksum(path) + " " + jit->environment();
+    Hasher hh;
+    hh.add_str(c->env);
+    c->env_hash = hh.digest();
+    cg = c;
+  });
+  if (!cg) throw Error("cpu backend: " + error + " (LAZULI_BACKEND=interp runs without it)");
+  return *cg;
+}
+
+LruCache<Hash128, LoadedKernel, Hash128Hasher>& memory_cache() {
+  static auto* c = new LruCache<Hash128, LoadedKernel, Hash128Hasher>(kMemoryKernels);
+  return *c;
+}
+
+DiskCache& disk_cache() {
+  static std::mutex mu;
+  static std::unique_ptr<DiskCache> cache;
+  static std::string dir;
+  static bool read_only = false;
+  std::lock_guard<std::mutex> l(mu);
+  const Config& c = config();
+  if (!cache || dir != c.cache_dir || read_only != c.persistent_cache_read_only) {
+    dir = c.cache_dir;
+    read_only = c.persistent_cache_read_only;
+    DiskCacheOptions o;
+    o.dir = dir.empty() ? "" : dir + "/kernels";
+    o.read_only = read_only;
+    o.max_bytes = c.persistent_cache_max_bytes;
+    cache = std::make_unique<DiskCache>(o);
+  }
+  return *cache;
+}
+
+Hash128 kernel_key(const PlanKernel& k) {
+  Hasher h;
+  h.add(codegen().env_hash);
+  h.add(k.spec.structure());
+  return h.digest();
+}
+
+// Linked kernels by key, with a count of the handles to each, all under one mutex, so a kernel is
+// never linked twice under its symbol and its code is freed when the last handle goes.
+struct Linked {
+  KernelFn fn;
+  std::string symbol;
+  int64_t handles = 0;
+};
+std::mutex g_link_mu;  // guards g_linked
+std::unordered_map<Hash128, Linked, Hash128Hasher>& linked() {
+  static auto* m = new std::unordered_map<Hash128, Linked, Hash128Hasher>();
+  return *m;
+}
+
+std::shared_ptr<LoadedKernel> handle_locked(const Hash128& key, Linked& l) {
+  l.handles++;
+  auto* k = new LoadedKernel{l.fn, l.symbol};
+  return std::shared_ptr<LoadedKernel>(k, [key](LoadedKernel* p) {
+    delete p;
+    std::lock_guard<std::mutex> g(g_link_mu);
+    auto it = linked().find(key);
+    if (it != linked().end() && --it->second.handles == 0) {
+      codegen().jit->unload(it->second.symbol);
+      linked().erase(it);
+    }
+  });
+}
+
+// A handle to the kernel if it is linked already (another program holds it).
+std::shared_ptr<LoadedKernel> find_linked(const Hash128& key) {
+  std::lock_guard<std::mutex> g(g_link_mu);
+  auto it = linked().find(key);
+  return it == linked().end() ? nullptr : handle_locked(key, it->second);
+}
+
+std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object, const std::string& symbol) {
+  std::lock_guard<std::mutex> g(g_link_mu);
+  auto it = linked().find(key);
+  if (it == linked().end()) {
+    Linked l{reinterpret_cast<KernelFn>(codegen().jit->load(object, symbol)), symbol, 0};
+    it = linked().emplace(key, l).first;
+  }
+  return handle_locked(key, it->second);
+}
+
+// Saves a failed kernel's IR for a bug report; returns where.
+std::string save_ir(const std::string& name, const std::string& ir) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/lazuli-failed-" + name + ".ll";
+  std::ofstream f(path);
+  f << ir;
+  return f ? path : "(could not be saved)";
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<PlanKernel>& kernels) {
+  std::vector<std::shared_ptr<LoadedKernel>> out(kernels.size());
+  std::vector<Hash128> keys(kernels.size());
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    keys[i] = kernel_key(kernels[i]);
+    out[i] = memory_cache().get(keys[i]);
+    if (!out[i]) out[i] = find_linked(keys[i]);
+    if (!out[i]) missing.push_back(i);
+  }
+  if (missing.empty()) return out;
+  std::vector<std::exception_ptr> errors(kernels.size());
+  std::vector<std::function<void()>> tasks;
+  for (size_t i : missing) {
+    tasks.push_back([&, i] {
+      const PlanKernel& k = kernels[i];
+      try {
+        if (auto obj = disk_cache().load(keys[i])) {
+          try {
+            out[i] = link(keys[i], *obj, k.name);
+            return;
+          } catch (const std::exception&) {
+            // An object that does not link is as good as damaged: compile it again below.
+            get_counter("PersistentCacheRejected")->add();
+          }
+        }
+        std::string ir;
+        std::string obj;
+        try {
+          obj = codegen().jit->compile(k.spec, k.name, &ir);
+        } catch (const std::exception& e) {
+          throw Error("cpu backend: compiling kernel " + k.name + " failed: " + e.what() +
+                      "; its LLVM IR is saved in " + save_ir(k.name, ir));
+        }
+        get_counter("KernelCompile")->add();
+        out[i] = link(keys[i], obj, k.name);
+        disk_cache().store(keys[i], obj);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  runtime_pool().run_all(tasks);
+  for (size_t i : missing) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    memory_cache().add(keys[i], out[i]);
+  }
+  return out;
+}
+
+std::string kernel_llvm_ir(const PlanKernel& kernel) {
+  std::string ir;
+  codegen().jit->compile(kernel.spec, kernel.name, &ir);
+  return ir;
+}
+
+void clear_kernel_memory_cache() { memory_cache().clear(); }
+
+std::string codegen_environment() { return codegen().env; }
+
+}  // namespace lz::cpu

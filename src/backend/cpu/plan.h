@@ -1,0 +1,75 @@
+// A cpu program: the plan of one synced graph. Steps (fused kernels, library calls, reference
+// fallbacks) over values (materialized buffers) placed by a memory plan. Built by fusion.cpp from
+// a LoweringGraph; it keeps no node and no buffer, only shapes, arguments and value homes.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/kernel_spec.h"
+
+namespace lz::cpu {
+
+// Where a materialized value lives while the program runs.
+struct ValueHome {
+  enum Kind : uint8_t { Param, Output, Scratch } kind;
+  int index = 0;       // Param: parameter index; Output: root index
+  int64_t offset = 0;  // Scratch: byte offset in the step arena
+};
+
+struct PlanValue {
+  ValueHome home;
+  DType dtype;
+  Shape shape;
+  int64_t nbytes = 0;
+  int def_step = -1;   // the step that writes it (-1: a parameter)
+  int last_use = -1;   // the last step that reads it (INT_MAX: read by the final copies)
+};
+
+struct PlanStep {
+  enum Kind : uint8_t { Kernel, MatMul, Fallback } kind;
+  // Kernel
+  int kernel = -1;                  // index into Plan::kernels
+  std::vector<int> inputs;          // value per kernel input (-1: index input); MatMul/Fallback: operands
+  int output = -1;                  // value written
+  std::vector<int64_t> args;        // the kernel's runtime arguments (kernel_spec.h)
+  int64_t range = 0, grain = 1, align = 1;
+  // MatMul / Fallback
+  ir::OpKind op = ir::OpKind::DeviceData;
+  ir::Attrs attrs;
+  std::vector<Shape> in_shapes;     // the operands' dense shapes (a reshape alias has its own)
+  std::vector<DType> in_dtypes;
+  std::vector<uint8_t> trans;       // MatMul: operand read transposed (in_shapes holds its stored shape)
+  std::string counter;              // Fallback: "fallback::<op>"
+};
+
+struct PlanKernel {
+  KernelSpec spec;
+  std::string name;  // "lzk_<structure hex>"
+};
+
+struct Plan {
+  std::vector<PlanValue> values;
+  std::vector<PlanKernel> kernels;  // distinct structures, in first-use order
+  std::vector<PlanStep> steps;
+  std::vector<int> root_value;      // per root: the value it reads
+  std::vector<bool> root_copy;      // per root: copied from its value at the end (not written in place)
+  // Per root computed in place (root_copy false): the parameters whose storage it may be written
+  // into when the caller donated it (every read of the parameter is at or before that step, by the
+  // same element). Sorted.
+  std::vector<std::vector<int>> root_may_overwrite;
+  int64_t arena_bytes = 0;
+  std::vector<std::string> notes;   // fusion decisions, when asked for
+};
+
+// Builds the plan. `explain`: record each fusion decision in notes.
+Plan build_plan(const LoweringGraph& graph, bool explain);
+
+// Which ops the code generator covers for a node of this dtype (others run as fallbacks).
+bool compiles_elementwise(const ir::Node& n);
+
+// The plan in words: steps, values and each kernel's loop nest (pseudo-C).
+std::string describe_plan(const Plan& plan);
+
+}  // namespace lz::cpu
