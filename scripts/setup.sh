@@ -12,6 +12,7 @@ PACKAGES=(
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
   libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
+  llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
   python3-dev pybind11-dev                         # the Python extension lazuli._C
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
   python3-sklearn python3-tqdm                     # examples/train_digits.py: digits data set, progress bar

@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 JOBS=${LAZULI_JOBS:-$(nproc)}
 
 bash scripts/setup.sh build
+# Compiled kernels go to a fresh persistent cache, so every run exercises compiling and reloading.
+export LAZULI_CACHE_DIR="${LAZULI_CACHE_DIR:-$(mktemp -d)/lazuli-cache}"
 echo "== C++ tests (Release) =="
 ctest --test-dir build --output-on-failure -j "$JOBS"
 

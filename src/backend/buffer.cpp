@@ -1,5 +1,7 @@
 #include "backend/buffer.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -51,9 +53,21 @@ BlockCache& block_cache() {
   return *c;
 }
 
+// Blocks of 2 MiB and more are huge-page aligned and ask for transparent huge pages: first
+// touches of fresh 4 KiB pages cost about 12 us each here, huge pages about 30x less (MACHINE.md).
+constexpr size_t kHugePage = size_t{2} << 20;
+
 size_t round_size(size_t nbytes) {
+  if (nbytes >= kHugePage) return ((nbytes + kHugePage - 1) / kHugePage) * kHugePage;
   size_t r = ((nbytes + 63) / 64) * 64;
   return r == 0 ? 64 : r;
+}
+
+void* fresh_block(size_t rounded) {
+  if (rounded < kHugePage) return std::aligned_alloc(64, rounded);
+  void* p = std::aligned_alloc(kHugePage, rounded);
+  if (p) madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  return p;
 }
 
 }  // namespace
@@ -61,7 +75,7 @@ size_t round_size(size_t nbytes) {
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   size_t rounded = round_size(nbytes);
   data_ = block_cache().take(rounded);
-  if (!data_) data_ = std::aligned_alloc(64, rounded);
+  if (!data_) data_ = fresh_block(rounded);
   if (!data_) throw std::bad_alloc();
 }
 
