@@ -2,6 +2,7 @@
 
 #include "backend/interp/kernels.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "core/config.h"
@@ -47,6 +48,31 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
   throw ValueError("unknown backend '" + name + "' (use cpu or interp)");
 }
 }  // namespace
+
+void run_root_copies(const std::vector<RootCopy>& copies) {
+  auto overlap = [](const void* a, size_t na, const void* b, size_t nb) {
+    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + nb && pb < pa + na;
+  };
+  bool staged = false;
+  for (size_t i = 0; i < copies.size() && !staged; ++i) {
+    for (size_t j = 0; j < copies.size() && !staged; ++j) {
+      staged = i != j && overlap(copies[i].dst, copies[i].nbytes, copies[j].src, copies[j].nbytes);
+    }
+  }
+  if (!staged) {
+    for (const RootCopy& c : copies) {
+      if (c.nbytes && c.dst != c.src) std::memmove(c.dst, c.src, c.nbytes);
+    }
+    return;
+  }
+  std::vector<std::unique_ptr<char[]>> tmp;
+  for (const RootCopy& c : copies) {
+    tmp.emplace_back(new char[c.nbytes]);
+    std::memcpy(tmp.back().get(), c.src, c.nbytes);
+  }
+  for (size_t i = 0; i < copies.size(); ++i) std::memcpy(copies[i].dst, tmp[i].get(), copies[i].nbytes);
+}
 
 Backend& active_backend() {
   std::lock_guard<std::mutex> l(g_backend_mu);

@@ -50,6 +50,17 @@ class Backend {
   Hash128 env_hash_;
 };
 
+// The copies that end a program: roots whose value lives elsewhere (a parameter, a repeated root)
+// copied into their output storage. Every source is read before any destination that overlaps
+// another copy's source is written, so two tensors swapped through donated buffers keep both
+// values.
+struct RootCopy {
+  void* dst;
+  const void* src;
+  size_t nbytes;
+};
+void run_root_copies(const std::vector<RootCopy>& copies);
+
 // The backend named by LAZULI_BACKEND, created on first use.
 Backend& active_backend();
 // Tests switch backends; only call while nothing is in flight.

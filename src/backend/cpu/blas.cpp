@@ -2,18 +2,24 @@
 //
 // The library was chosen by measurement on this machine kind (bench/RESULTS.md, "BLAS choice"):
 // oneDNN's sgemm picks its AVX-512 kernels itself, about 2x OpenBLAS, which the environment pins
-// to its AVX2 (Haswell) kernels, and about 5x Debian's BLIS. oneDNN threads with OpenMP: its team
-// is limited to LAZULI_NUM_THREADS. Idle OpenMP threads spin briefly before sleeping (libgomp's
-// default); MACHINE.md saw that hurt a neighbouring BLAS, so set OMP_WAIT_POLICY=PASSIVE in the
-// environment when other threaded libraries share the process (it is read at process start).
+// to its AVX2 (Haswell) kernels, and about 5x Debian's BLIS.
+//
+// Threads: oneDNN threads with OpenMP, whose idle threads spin before sleeping; next to the
+// runtime pool that made a training step 4x slower (120 ms against 31 ms with the spinning
+// turned off). So oneDNN never runs its own team here: each product is cut into row (or column)
+// blocks of C that the runtime pool's threads compute with single-threaded sgemm calls, and
+// every thread that calls sgemm runs with an OpenMP team of one.
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "backend/interp/kernels.h"
 #include "core/config.h"
+#include "core/thread_pool.h"
 
 namespace lz::cpu {
 namespace {
@@ -34,12 +40,34 @@ int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t 
   return off;
 }
 
-void configure_threads_once() {
-  // Runs on the executor thread, which makes every call: the setting applies to its OpenMP team.
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  omp_set_num_threads(config().num_threads);
+// C[m, n] = op(A) op(B), cut into blocks of rows (or of columns, when m is small) that the
+// runtime pool computes, each with a single-threaded sgemm.
+bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float* c) {
+  constexpr int64_t kMinBlock = 64;
+  std::atomic<bool> ok{true};
+  auto run = [&](int64_t i0, int64_t i1, bool rows) {
+    thread_local bool single = false;
+    if (!single) {
+      omp_set_num_threads(1);  // this thread's OpenMP team: itself
+      single = true;
+    }
+    dnnl_status_t st;
+    if (rows) {
+      st = dnnl_sgemm(ta, tb, i1 - i0, n, k, 1.0f, ta == 'N' ? a + i0 * lda : a + i0, lda, b, ldb,
+                      0.0f, c + i0 * n, n);
+    } else {
+      st = dnnl_sgemm(ta, tb, m, i1 - i0, k, 1.0f, a, lda, tb == 'N' ? b + i0 : b + i0 * ldb, ldb,
+                      0.0f, c + i0, n);
+    }
+    if (st != dnnl_success) ok = false;
+  };
+  const bool rows = m >= n || m >= 2 * kMinBlock;
+  const int64_t extent = rows ? m : n;
+  // Blocks of at least kMinBlock rows and about 2 MFLOP, so small products stay on one thread.
+  const int64_t grain = std::max<int64_t>(kMinBlock, (int64_t{1} << 21) / std::max<int64_t>(1, n * k));
+  runtime_pool().parallel_for(extent, grain, 16, [&](int64_t i0, int64_t i1) { run(i0, i1, rows); });
+  return ok;
 }
 
 }  // namespace
@@ -62,10 +90,9 @@ bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b,
     std::fill(c, c + m * n, 0.0f);
     return true;
   }
-  configure_threads_once();
   const int64_t lda = (*a.shape)[1], ldb = (*b.shape)[1];
-  return dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, static_cast<const float*>(a.data), lda,
-                    static_cast<const float*>(b.data), ldb, 0.0f, c, n) == dnnl_success;
+  return gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, static_cast<const float*>(a.data), lda,
+              static_cast<const float*>(b.data), ldb, c);
 }
 
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
@@ -83,13 +110,13 @@ bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<inter
     std::fill(c, c + batches * m * n, 0.0f);
     return true;
   }
-  configure_threads_once();
   const auto* pa = static_cast<const float*>(in[0].data);
   const auto* pb = static_cast<const float*>(in[1].data);
   for (int64_t i = 0; i < batches; ++i) {
-    dnnl_status_t st = dnnl_sgemm('N', 'N', m, n, k, 1.0f, pa + batch_offset(i, batch, a, m * k), k,
-                                  pb + batch_offset(i, batch, b, k * n), n, 0.0f, c + i * m * n, n);
-    if (st != dnnl_success) return false;  // the reference kernel computes it instead
+    if (!gemm('N', 'N', m, n, k, pa + batch_offset(i, batch, a, m * k), k, pb + batch_offset(i, batch, b, k * n), n,
+              c + i * m * n)) {
+      return false;  // the reference kernel computes it instead
+    }
   }
   return true;
 }

@@ -93,13 +93,13 @@ class CpuProgram final : public Executable {
       if (counters_[i]) counters_[i]->add();
       interp::run_kernel(s.op, s.attrs, in, out);
     }
+    std::vector<RootCopy> copies;
     for (size_t r = 0; r < outputs.size(); ++r) {
       if (!copy[r]) continue;
       const PlanValue& v = plan_.values[plan_.root_value[r]];
-      if (v.nbytes && outputs[r]->data() != ptr[plan_.root_value[r]]) {
-        std::memmove(outputs[r]->data(), ptr[plan_.root_value[r]], static_cast<size_t>(v.nbytes));
-      }
+      copies.push_back({outputs[r]->data(), ptr[plan_.root_value[r]], static_cast<size_t>(v.nbytes)});
     }
+    run_root_copies(copies);
   }
 
   const Plan& plan() const { return plan_; }

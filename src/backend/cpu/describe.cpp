@@ -109,7 +109,7 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
     switch (e.op) {
       case OpKind::DeviceData: os << "in" << e.input << "[" << index_expr(*this, e.input, j) << "]"; break;
       case OpKind::Iota: os << "(" << ctype(e.dtype) << ")(" << index_expr(*this, e.input, j) << ")"; break;
-      case OpKind::Constant: os << e.scalar; break;
+      case OpKind::Constant: os << "scalar" << e.input << "  /* an argument */"; break;
       case OpKind::Where: os << v(e.a) << " ? " << v(e.b) << " : " << v(e.c); break;
       case OpKind::Cast: os << "(" << ctype(e.dtype) << ")" << v(e.a); break;
       default:

@@ -277,6 +277,7 @@ class Planner {
     std::vector<int> input_value;                 // per input
     std::vector<std::vector<int64_t>> input_args; // per input: offset, strides[rank]
     std::map<std::pair<const Node*, std::vector<int64_t>>, int> memo;
+    std::vector<double> scalars;                  // constant values, passed as arguments
     int rank = 0;
   };
 
@@ -317,7 +318,8 @@ class Planner {
       kb.input_args.push_back(linear(n->shape, v, kb.rank));
       e = add_expr(kb, {OpKind::DeviceData, n->dtype, -1, -1, -1, input, 0});
     } else if (n->op == OpKind::Constant) {
-      e = add_expr(kb, {OpKind::Constant, n->dtype, -1, -1, -1, -1, n->attrs.scalar});
+      e = add_expr(kb, {OpKind::Constant, n->dtype, -1, -1, -1, kb.spec.nscalars++, 0});
+      kb.scalars.push_back(n->attrs.scalar);
     } else if (n->op == OpKind::Iota) {
       int input = static_cast<int>(kb.spec.inputs.size());
       kb.spec.inputs.push_back({DType::Int64, true});
@@ -436,6 +438,11 @@ class Planner {
       s.inner.push_back(inner == 0 ? StrideClass::Zero : inner == 1 ? StrideClass::One : StrideClass::Other);
       step.args.push_back(arg(x)[0]);
       step.args.insert(step.args.end(), st[x].begin(), st[x].end());
+    }
+    for (double v : kb.scalars) {
+      int64_t bits;
+      std::memcpy(&bits, &v, sizeof(bits));
+      step.args.push_back(bits);
     }
     int64_t total = 1, reduce_total = 1;
     for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
@@ -675,6 +682,7 @@ Hash128 KernelSpec::structure() const {
   h.add(nred);
   h.add(reduce_op);
   h.add(out_dtype);
+  h.add(nscalars);
   h.add<uint64_t>(exprs.size());
   for (const KExpr& e : exprs) {
     h.add(e.op).add(e.dtype).add(e.a).add(e.b).add(e.c).add(e.input);

@@ -15,7 +15,8 @@
 //                output row, which vectorizes across outputs.
 //
 // Runtime arguments (int64): sizes[rank], then for each input and finally the output:
-// offset, strides[rank] (elements). Pointers: one per input (null for index inputs), then the
+// offset, strides[rank] (elements), then the bit patterns of the kernel's scalar constants
+// (doubles): a constant's value is an argument too, so `x / n` in a mean serves every n. Pointers: one per input (null for index inputs), then the
 // output. The kernel function is `void k(int64 begin, int64 end, void* const* ptrs, const int64* args)`.
 #pragma once
 #include <cstdint>
@@ -35,7 +36,7 @@ enum class StrideClass : uint8_t { Zero, One, Other };
 // One node of the expression, operands before users. `op` is an elementwise OpKind, or
 //   DeviceData: load input `input` at the current point;
 //   Iota:       the current point's linear offset in index input `input`, converted to dtype;
-//   Constant:   `scalar` converted to dtype.
+//   Constant:   scalar argument `input` converted to dtype.
 struct KExpr {
   ir::OpKind op;
   DType dtype;
@@ -56,6 +57,7 @@ struct KernelSpec {
   ir::OpKind reduce_op = ir::OpKind::ReduceSum;    // for the two reduce schemes
   std::vector<KExpr> exprs;                        // the last one is stored / folded
   std::vector<KInput> inputs;
+  int nscalars = 0;                                // scalar constant arguments
   std::vector<StrideClass> inner;                  // per input, then the output
   DType out_dtype = DType::Float32;
 

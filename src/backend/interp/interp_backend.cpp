@@ -76,13 +76,13 @@ class Program final : public Executable {
       }
     }
     // Every parameter has been read: outputs may now overwrite donated parameter storage.
+    std::vector<RootCopy> copies;
     for (size_t r = 0; r < roots.size(); ++r) {
       const Instr& ins = instrs[roots[r]];
       size_t nbytes = static_cast<size_t>(numel(ins.shape)) * dtype_size(ins.dtype);
-      if (nbytes && outputs[r]->data() != data[roots[r]]) {
-        std::memmove(outputs[r]->data(), data[roots[r]], nbytes);
-      }
+      copies.push_back({outputs[r]->data(), data[roots[r]], nbytes});
     }
+    run_root_copies(copies);
   }
 };
 

@@ -140,6 +140,10 @@ class Emitter {
         ptrs_.push_back(b_.CreatePointerCast(p, mem_type(dt)->getPointerTo()));
       }
     }
+    const int scalar_base = rank + nops * (rank + 1);
+    for (int k = 0; k < spec_.nscalars; ++k) {
+      scalars_.push_back(b_.CreateBitCast(arg(scalar_base + k), b_.getDoubleTy()));
+    }
     if (spec_.scheme == Scheme::RowReduce) {
       emit_row_reduce(begin, end);
     } else {
@@ -164,6 +168,10 @@ class Emitter {
   unsigned align_of(DType t) {
     return static_cast<unsigned>(m_.getDataLayout().getTypeAllocSize(mem_type(t)));
   }
+
+  // Scalar argument k (a double's bits after the operand views), converted as the reference
+  // converts a constant's value.
+  llvm::Value* scalar_arg(int k, DType t) { return convert(scalars_[k], DType::Float64, t); }
 
   llvm::Value* constant(DType t, double v) {
     switch (t) {
@@ -223,9 +231,10 @@ class Emitter {
   llvm::Value* is_nan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
 
   // NaN-propagating maximum / minimum, as the reference.
+  // As the reference: (c > a ? c : a) for the maximum, so max(0, -0) is 0 and max(-0, 0) is -0.
   llvm::Value* fmax_nan(llvm::Value* a, llvm::Value* c, bool max) {
-    llvm::Value* gt = max ? b_.CreateFCmpOGT(a, c) : b_.CreateFCmpOLT(a, c);
-    llvm::Value* pick = b_.CreateSelect(gt, a, c);
+    llvm::Value* gt = max ? b_.CreateFCmpOGT(c, a) : b_.CreateFCmpOLT(c, a);
+    llvm::Value* pick = b_.CreateSelect(gt, c, a);
     return b_.CreateSelect(is_nan(a), a, b_.CreateSelect(is_nan(c), c, pick));
   }
 
@@ -293,10 +302,10 @@ class Emitter {
       case OpKind::Pow: return call_math(kPow, e.dtype, x, y);
       case OpKind::Maximum:
         if (f) return fmax_nan(x, y, true);
-        return b_.CreateSelect(sgn ? b_.CreateICmpSGT(x, y) : b_.CreateICmpUGT(x, y), x, y);
+        return b_.CreateSelect(sgn ? b_.CreateICmpSGT(y, x) : b_.CreateICmpUGT(y, x), y, x);
       case OpKind::Minimum:
         if (f) return fmax_nan(x, y, false);
-        return b_.CreateSelect(sgn ? b_.CreateICmpSLT(x, y) : b_.CreateICmpULT(x, y), x, y);
+        return b_.CreateSelect(sgn ? b_.CreateICmpSLT(y, x) : b_.CreateICmpULT(y, x), y, x);
       case OpKind::BitwiseAnd: return b_.CreateAnd(x, y);
       case OpKind::BitwiseOr: return b_.CreateOr(x, y);
       case OpKind::BitwiseXor: return b_.CreateXor(x, y);
@@ -329,7 +338,7 @@ class Emitter {
           break;
         }
         case OpKind::Iota: v[i] = convert(pos[e.input], DType::Int64, e.dtype); break;
-        case OpKind::Constant: v[i] = constant(e.dtype, e.scalar); break;
+        case OpKind::Constant: v[i] = scalar_arg(e.input, e.dtype); break;
         case OpKind::Where: v[i] = b_.CreateSelect(v[e.a], v[e.b], v[e.c]); break;
         default:
           if (e.b < 0) {
@@ -548,7 +557,7 @@ class Emitter {
   const KernelSpec& spec_;
   llvm::Function* fn_ = nullptr;
   llvm::MDNode* out_scope_ = nullptr;
-  std::vector<llvm::Value*> sizes_, offs_, ptrs_;
+  std::vector<llvm::Value*> sizes_, offs_, ptrs_, scalars_;
   std::vector<std::vector<llvm::Value*>> strides_;
 };
 
