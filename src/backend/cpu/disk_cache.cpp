@@ -190,6 +190,13 @@ std::optional<std::string> DiskCache::load(const Hash128& key) {
     return std::nullopt;
   };
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return reject();
+  // The directory was checked once; the file is checked every time, so a directory swapped in
+  // afterwards by someone else cannot hand this process their code.
+  if (st.st_uid != ::geteuid() || (st.st_mode & 022)) {
+    rejected->add();
+    misses->add();
+    return std::nullopt;
+  }
   const auto file_size = static_cast<uint64_t>(st.st_size);
   Header h;
   if (file_size < kHeaderSize || !read_all(fd.get(), reinterpret_cast<char*>(&h), sizeof(h), 0)) {

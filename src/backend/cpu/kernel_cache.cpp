@@ -1,6 +1,7 @@
 #include "backend/cpu/kernel_cache.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -106,6 +107,16 @@ DiskCache& disk_cache() {
     read_only = c.persistent_cache_read_only;
     DiskCacheOptions o;
     o.dir = dir.empty() ? "" : dir + "/kernels";
+    // The user's directory is checked as its kernels/ subdirectory is (disk_cache.h): whoever can
+    // write it can swap the subdirectory.
+    struct stat st;
+    if (!dir.empty() && ::stat(dir.c_str(), &st) == 0 && ((st.st_mode & 022) || st.st_uid != ::geteuid())) {
+      std::fprintf(stderr,
+                   "lazuli: kernel cache: %s is %s; loading code from it would let them run code "
+                   "in this process; the persistent kernel cache is off\n",
+                   dir.c_str(), (st.st_mode & 022) ? "writable by other users" : "owned by another user");
+      o.dir = "";
+    }
     o.read_only = read_only;
     o.max_bytes = c.persistent_cache_max_bytes;
     cache = std::make_unique<DiskCache>(o);
