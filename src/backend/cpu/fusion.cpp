@@ -19,7 +19,9 @@
 //     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
 //     operands are materialized dense buffers, except that a chain of permutes under a float32
 //     2-D matrix product operand is folded into the call: it composes to the identity (read the
-//     buffer as is) or to a transpose (sgemm's 'T').
+//     buffer as is) or to a transpose (sgemm's 'T'). A float32 2-D product whose only user is a
+//     transpose computes the transpose directly (C^T = op(B)^T op(A)^T): a weight gradient
+//     written (x^T g)^T costs no strided pass.
 //  8. Graph roots are materialized into their output storage directly, except a root that is a
 //     parameter, an alias, or a repeated root: those are copied at the end.
 #include <algorithm>
@@ -102,7 +104,10 @@ class Planner {
     for (size_t i = 0; i < po.size(); ++i) index_[po[i]] = static_cast<int>(i);
     users_.assign(po.size(), 0);
     for (const Node* n : po) {
-      for (const ir::Value& v : n->operands) users_[idx(v.node.get())]++;
+      for (const ir::Value& v : n->operands) {
+        users_[idx(v.node.get())]++;
+        user_of_[v.node.get()] = n;
+      }
     }
     for (const ir::Value& r : g_.roots) users_[idx(r.node.get())]++;
     decide();
@@ -200,12 +205,24 @@ class Planner {
             }
             need_dense(v.node.get(), n);
           }
+          if (n->op == OpKind::MatMul && n->dtype == DType::Float32 && n->shape.size() == 2 && users_[i] == 1) {
+            const Node* t = user_of_.count(n) ? user_of_.at(n) : nullptr;
+            if (t && t->op == OpKind::Permute && t->attrs.ints == std::vector<int64_t>{1, 0}) {
+              transposed_mm_[t] = n;
+              note("matmul " + label(n) + " computes its transpose " + label(t) + " directly");
+              break;  // not materialized: its only user computes the product itself
+            }
+          }
           mat_[i] = true;
           if (n->op != OpKind::MatMul) note("fallback " + label(n) + ": reference kernel");
           break;
         case Kind::Reduce: mat_[i] = true; cost_[i] = 0; break;
         case Kind::View: {
           const Node* x = op0(n);
+          if (transposed_mm_.count(n)) {
+            mat_[i] = true;
+            break;
+          }
           if (n->op == OpKind::Reshape && !reshape_is_affine(x->shape, n->shape) && !buffer_base(x)) {
             materialize(x, "reshape " + shape_str(x->shape) + " -> " + shape_str(n->shape) + " merges dims");
           }
@@ -510,13 +527,16 @@ class Planner {
     }
   }
 
-  void library_or_fallback(const Node* n) {
+  // `n` computed by its own op, or (transposed_of set) the transpose `n` of a 2-D product
+  // computed as op(B)^T op(A)^T.
+  void library_or_fallback(const Node* n, const Node* transposed_of = nullptr) {
+    const Node* src = transposed_of ? transposed_of : n;
     PlanStep step;
-    step.kind = n->op == OpKind::MatMul ? PlanStep::MatMul : PlanStep::Fallback;
-    step.op = n->op;
-    step.attrs = n->attrs;
+    step.kind = src->op == OpKind::MatMul ? PlanStep::MatMul : PlanStep::Fallback;
+    step.op = src->op;
+    step.attrs = src->attrs;
     int sid = static_cast<int>(plan_.steps.size());
-    for (const ir::Value& o : n->operands) {
+    for (const ir::Value& o : src->operands) {
       const Node* on = o.node.get();
       bool trans = false;
       if (auto it = folded_.find(on); it != folded_.end()) {
@@ -527,8 +547,13 @@ class Planner {
       step.inputs.push_back(v);
       step.in_shapes.push_back(on->shape);
       step.in_dtypes.push_back(on->dtype);
-      step.trans.push_back(trans);
+      step.trans.push_back(transposed_of ? !trans : trans);
       read(v, sid);
+    }
+    if (transposed_of) {
+      std::swap(step.inputs[0], step.inputs[1]);
+      std::swap(step.in_shapes[0], step.in_shapes[1]);
+      std::swap(step.trans[0], step.trans[1]);
     }
     step.output = value_of(n);
     if (step.kind == PlanStep::Fallback) step.counter = "fallback::" + std::string(ir::op_name(n->op));
@@ -539,7 +564,9 @@ class Planner {
   void build_steps() {
     for (const Node* n : g_.post_order) {
       if (!mat_[idx(n)] || n->op == OpKind::DeviceData) continue;
-      if (kind_of(n) == Kind::Opaque) {
+      if (auto it = transposed_mm_.find(n); it != transposed_mm_.end()) {
+        library_or_fallback(n, it->second);
+      } else if (kind_of(n) == Kind::Opaque) {
         library_or_fallback(n);
       } else {
         kernel_for(n);
@@ -640,6 +667,8 @@ class Planner {
   std::vector<int> cost_;
   std::unordered_map<const Node*, int> value_;
   std::unordered_map<const Node*, std::pair<const Node*, bool>> folded_;  // matmul operand -> (base, transposed)
+  std::unordered_map<const Node*, const Node*> user_of_;        // a user of each node (the only one when users_ is 1)
+  std::unordered_map<const Node*, const Node*> transposed_mm_;  // transpose -> the product it computes
 };
 
 bool float_only(OpKind op) {
