@@ -10,7 +10,10 @@
 #include <mutex>
 #include <sstream>
 
+#include <cpuid.h>
+
 #include "backend/cpu/disk_cache.h"
+#include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
 #include "core/config.h"
 #include "core/lru_cache.h"
@@ -23,6 +26,9 @@
 #endif
 #ifndef LAZULI_VERSION
 #define LAZULI_VERSION "0"
+#endif
+#ifndef LAZULI_LLVM_VERSION
+#define LAZULI_LLVM_VERSION "unknown"
 #endif
 
 namespace lz::cpu {
@@ -124,9 +130,41 @@ DiskCache& disk_cache() {
   return *cache;
 }
 
+// The processor, as the code generator sees it: vendor, brand and the feature leaves of cpuid.
+std::string cpu_identity() {
+  std::string id;
+  auto leaf = [&](unsigned l, unsigned sub) {
+    unsigned r[4] = {0, 0, 0, 0};
+    __get_cpuid_count(l, sub, &r[0], &r[1], &r[2], &r[3]);
+    if (l == 1) r[1] = 0;  // EBX of leaf 1 holds the APIC id of the core this thread is on
+    id.append(reinterpret_cast<const char*>(r), sizeof(r));
+  };
+  for (unsigned l : {0u, 1u}) leaf(l, 0);
+  leaf(7, 0);
+  leaf(7, 1);
+  leaf(0xD, 1);
+  for (unsigned l : {0x80000001u, 0x80000002u, 0x80000003u, 0x80000004u}) leaf(l, 0);
+  return id;
+}
+
+// What every kernel key starts with: this library, the code generator library's bytes, the LLVM
+// it was built against, and the processor. Computed without loading LLVM, so a process served by
+// the disk cache never loads it.
+const Hash128& key_environment() {
+  static const Hash128 h = [] {
+    Hasher hh;
+    hh.add_str(std::string("lazuli-") + LAZULI_VERSION + "-" + LAZULI_BUILD_REVISION);
+    hh.add_str(file_checksum(jit_library_path()));
+    hh.add_str(LAZULI_LLVM_VERSION);
+    hh.add_str(cpu_identity());
+    return hh.digest();
+  }();
+  return h;
+}
+
 Hash128 kernel_key(const PlanKernel& k) {
   Hasher h;
-  h.add(codegen().env_hash);
+  h.add(key_environment());
   h.add(k.spec.structure());
   return h.digest();
 }
@@ -137,6 +175,7 @@ struct Linked {
   KernelFn fn;
   std::string symbol;
   int64_t handles = 0;
+  std::shared_ptr<LoadedObject> object;  // loaded by elf_loader; null when LLVM's JIT linked it
 };
 std::mutex g_link_mu;  // guards g_linked
 std::unordered_map<Hash128, Linked, Hash128Hasher>& linked() {
@@ -152,7 +191,7 @@ std::shared_ptr<LoadedKernel> handle_locked(const Hash128& key, Linked& l) {
     std::lock_guard<std::mutex> g(g_link_mu);
     auto it = linked().find(key);
     if (it != linked().end() && --it->second.handles == 0) {
-      codegen().jit->unload(it->second.symbol);
+      if (!it->second.object) codegen().jit->unload(it->second.symbol);
       linked().erase(it);
     }
   });
@@ -169,7 +208,16 @@ std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object
   std::lock_guard<std::mutex> g(g_link_mu);
   auto it = linked().find(key);
   if (it == linked().end()) {
-    Linked l{reinterpret_cast<KernelFn>(codegen().jit->load(object, symbol)), symbol, 0};
+    Linked l{nullptr, symbol, 0, nullptr};
+    std::string why;
+    std::shared_ptr<LoadedObject> obj = load_elf_object(object, &why);
+    if (obj && (l.fn = reinterpret_cast<KernelFn>(obj->symbol(symbol)))) {
+      l.object = std::move(obj);
+    } else {
+      // Not loadable without LLVM (elf_loader.h says when): LLVM's JIT links it.
+      get_counter("KernelLinkedByLlvm")->add();
+      l.fn = reinterpret_cast<KernelFn>(codegen().jit->load(object, symbol));
+    }
     it = linked().emplace(key, l).first;
   }
   return handle_locked(key, it->second);

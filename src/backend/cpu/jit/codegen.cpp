@@ -564,7 +564,10 @@ class Emitter {
 std::unique_ptr<llvm::TargetMachine> host_machine() {
   auto jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "detect host");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOpt::Default);  // O2: as fast as O3 here, and quicker
-  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  // Large code model: every symbol and section reference is an absolute 64-bit relocation, which
+  // elf_loader.cpp applies without LLVM when a kernel comes from the disk cache.
+  jtmb.setRelocationModel(llvm::Reloc::Static);
+  jtmb.setCodeModel(llvm::CodeModel::Large);
   return take(jtmb.createTargetMachine(), "create target machine");
 }
 
