@@ -13,7 +13,8 @@
 //   wrong job, and the caller never depends on a worker showing up: it takes units itself until
 //   none is left, then waits for the units still running elsewhere.
 // - Dispatch on a warm pool is one store, one cache-line hand-off per worker and one counter
-//   decrement per unit: about a microsecond.
+//   decrement per unit: under a microsecond (two 5 us chunks on 2 threads: 5.8 us, serial 10.1).
+//   A sleeping worker can wake tens of microseconds late; the caller then runs its units itself.
 //
 // Contracts:
 // - Exceptions: every unit runs even when an earlier one threw; the first exception is rethrown in

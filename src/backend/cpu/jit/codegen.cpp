@@ -596,12 +596,6 @@ void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
 class LlvmJit final : public JitCompiler {
  public:
   LlvmJit() {
-    jit_ = take(llvm::orc::LLJITBuilder().create(), "create LLJIT");
-    char prefix = jit_->getDataLayout().getGlobalPrefix();
-    auto& lib = jit_->getMainJITDylib();
-    lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
-    // glibc's vector math library: the vectorizer's calls land there (see libmvec_table).
-    lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix), "load libmvec.so.1"));
     auto tm = host_machine();
     env_ = std::string("llvm-") + LLVM_VERSION_STRING + " " + tm->getTargetTriple().str() + " " +
            tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str();
@@ -635,11 +629,26 @@ class LlvmJit final : public JitCompiler {
     return std::string(buf.data(), buf.size());
   }
 
+  // The runtime links kernels itself (elf_loader.cpp); LLJIT is the fallback, made on first use.
+  llvm::orc::LLJIT& jit() {
+    std::lock_guard<std::mutex> l(jit_mu_);
+    if (!jit_) {
+      jit_ = take(llvm::orc::LLJITBuilder().create(), "create LLJIT");
+      char prefix = jit_->getDataLayout().getGlobalPrefix();
+      auto& lib = jit_->getMainJITDylib();
+      lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
+      // glibc's vector math library: the vectorizer's calls land there (see libmvec_table).
+      lib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix), "load libmvec.so.1"));
+    }
+    return *jit_;
+  }
+
   void* load(const std::string& object, const std::string& name) override {
-    auto rt = jit_->getMainJITDylib().createResourceTracker();
+    llvm::orc::LLJIT& jit_ = jit();
+    auto rt = jit_.getMainJITDylib().createResourceTracker();
     auto mb = llvm::MemoryBuffer::getMemBufferCopy(object, name);
-    if (auto e = jit_->addObjectFile(rt, std::move(mb))) throw std::runtime_error("link: " + to_string(std::move(e)));
-    auto sym = jit_->lookup(name);
+    if (auto e = jit_.addObjectFile(rt, std::move(mb))) throw std::runtime_error("link: " + to_string(std::move(e)));
+    auto sym = jit_.lookup(name);
     if (!sym) {
       std::string msg = to_string(sym.takeError());
       llvm::cantFail(rt->remove());
@@ -663,6 +672,7 @@ class LlvmJit final : public JitCompiler {
   }
 
  private:
+  std::mutex jit_mu_;  // guards jit_ creation
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   std::string env_;
   std::mutex mu_;  // guards trackers_
