@@ -148,7 +148,7 @@ std::string describe_plan(const Plan& plan) {
     std::string where = pv.home.kind == ValueHome::Param    ? "param" + std::to_string(pv.home.index)
                         : pv.home.kind == ValueHome::Output ? "output" + std::to_string(pv.home.index)
                                                             : "scratch@" + std::to_string(pv.home.offset);
-    return "%" + std::to_string(v) + "(" + where + ")";
+    return "b" + std::to_string(v) + "(" + where + ")";
   };
   int nk = 0, nl = 0, nf = 0;
   for (const PlanStep& s : plan.steps) {
@@ -157,6 +157,7 @@ std::string describe_plan(const Plan& plan) {
   os << "plan: " << plan.steps.size() << " steps (" << nk << " kernel launches of " << plan.kernels.size()
      << " kernels, " << nl << " library calls, " << nf << " fallbacks), " << plan.values.size()
      << " buffers, scratch arena " << plan.arena_bytes << " bytes\n";
+  os << "  (nN: the N-th node of the plan's post-order, not dump_graph's numbering; bN: a buffer)\n";
   for (const std::string& n : plan.notes) os << "  decision: " << n << "\n";
   os << "values:\n";
   for (size_t v = 0; v < plan.values.size(); ++v) {

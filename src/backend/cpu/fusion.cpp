@@ -124,7 +124,7 @@ class Planner {
     if (explain_) plan_.notes.push_back(s);
   }
   std::string label(const Node* n) const {
-    return "%" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
+    return "n" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
   }
   static std::string shape_str(const Shape& s) {
     std::string r = "[";
