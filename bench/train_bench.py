@@ -14,6 +14,9 @@ import statistics
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # MACHINE.md: idle OpenMP threads spin
+# Both runtimes get the same threads: LAZULI_NUM_THREADS (default: every core) for Lazuli, and the
+# same count for PyTorch (which would otherwise use 1 here).
+THREADS = int(os.environ.setdefault("LAZULI_NUM_THREADS", str(os.cpu_count() or 1)))
 
 import numpy as np  # noqa: E402
 
@@ -22,7 +25,7 @@ from lazuli import nn  # noqa: E402
 
 try:
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
 except ImportError:
     torch = None
 
@@ -122,7 +125,7 @@ def compare(name, sizes, batch, steps, rounds):
     print(f"   matrix products: {flops / 1e9:.2f} GFLOP/step; numpy sgemm on the same sizes "
           f"{flops / sg / 1e9:.1f} GFLOP/s; lazuli's whole step {flops / base / 1e9:.2f} GFLOP/s "
           f"({sg / base * 100:.1f}% of sgemm)")
-    print(f"   lazuli backend: {lz.backend()}")
+    print(f"   lazuli backend: {lz.backend()}; threads: {THREADS} for both")
 
 
 def main():
