@@ -610,11 +610,19 @@ class LlvmJit final : public JitCompiler {
     auto m = std::make_unique<llvm::Module>(name, ctx);
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(tm->getTargetTriple().str());
-    Emitter(ctx, *m, spec).emit(name);
-    if (llvm_ir) {
+    auto print = [&] {
+      if (!llvm_ir) return;
+      llvm_ir->clear();
       llvm::raw_string_ostream os(*llvm_ir);
       m->print(os, nullptr);
+    };
+    try {
+      Emitter(ctx, *m, spec).emit(name);
+    } catch (...) {
+      print();  // the IR emitted so far, for the bug report
+      throw;
     }
+    print();
     std::string err;
     llvm::raw_string_ostream es(err);
     if (llvm::verifyModule(*m, &es)) throw std::runtime_error("invalid IR: " + es.str());
