@@ -19,15 +19,6 @@ std::string ctype(DType t) {
   return "?";
 }
 
-std::string shape_str(const Shape& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) r += ", ";
-    r += std::to_string(s[i]);
-  }
-  return r + "]";
-}
-
 const char* infix(OpKind op) {
   switch (op) {
     case OpKind::Add: return "+";

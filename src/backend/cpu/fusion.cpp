@@ -126,14 +126,6 @@ class Planner {
   std::string label(const Node* n) const {
     return "n" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
   }
-  static std::string shape_str(const Shape& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (i) r += ",";
-      r += std::to_string(s[i]);
-    }
-    return r + "]";
-  }
 
   enum class Kind : uint8_t { Param, Fusible, View, Reduce, Opaque };
   Kind kind_of(const Node* n) const {
