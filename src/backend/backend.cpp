@@ -24,13 +24,17 @@ std::unique_ptr<Backend> make_cpu_backend();
 #define LAZULI_VERSION "0"
 #endif
 
+const std::string& library_identity() {
+  static const std::string id = std::string("lazuli-") + LAZULI_VERSION + "-" + LAZULI_BUILD_REVISION;
+  return id;
+}
+
 const Hash128& Backend::env_hash() {
   std::call_once(env_once_, [this] {
     Hasher h;
     h.add_str(name());
     h.add(compile_env());
-    h.add_str(LAZULI_VERSION);
-    h.add_str(LAZULI_BUILD_REVISION);
+    h.add_str(library_identity());
     env_hash_ = h.digest();
   });
   return env_hash_;

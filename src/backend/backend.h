@@ -61,6 +61,10 @@ struct RootCopy {
 };
 void run_root_copies(const std::vector<RootCopy>& copies);
 
+// "lazuli-<version>-<build revision>": enters every graph hash and every kernel key, so an upgrade
+// never reuses what another version compiled.
+const std::string& library_identity();
+
 // The backend named by LAZULI_BACKEND, created on first use.
 Backend& active_backend();
 // Tests switch backends; only call while nothing is in flight.

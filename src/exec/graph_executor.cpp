@@ -158,6 +158,15 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
   return out;
 }
 
+LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po) {
+  LoweringGraph g;
+  g.post_order = po.nodes;
+  g.param_slot = po.param_slot;
+  g.num_params = static_cast<int>(po.params.size());
+  g.roots = roots.values;
+  return g;
+}
+
 Hash128 compile_env_hash() { return active_backend().env_hash(); }
 
 Hash128 graph_hash(const Roots& roots, const PostOrder& po,
@@ -193,12 +202,7 @@ std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& 
   {
     static TimedMetric* compile_time = get_metric("CompileTime");
     auto start = std::chrono::steady_clock::now();
-    LoweringGraph g;
-    g.post_order = po.nodes;
-    g.param_slot = po.param_slot;
-    g.num_params = static_cast<int>(po.params.size());
-    g.roots = roots.values;
-    exe = active_backend().compile(g);
+    exe = active_backend().compile(lowering_graph(roots, po));
     record.compile_ns =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
     compile_time->add_sample(record.compile_ns);

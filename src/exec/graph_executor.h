@@ -45,6 +45,9 @@ struct PostOrder {
 };
 PostOrder post_order(const std::vector<ir::Value>& roots);
 
+// What a backend compiles: the post-ordered nodes, parameter slots and roots of one sync.
+LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);
+
 // Step 3b. Buffer donation at a barrier: pairs (parameter index, root index) where the parameter's
 // buffer belonged to the root's tensor and nothing but this graph still references it.
 std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po);

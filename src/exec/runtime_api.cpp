@@ -79,12 +79,7 @@ std::string dump_graph(const std::vector<Tensor>& tensors, const std::string& fm
 std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir) {
   Roots roots = collect(impls(tensors, "dump_kernels"), /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  LoweringGraph g;
-  g.post_order = po.nodes;
-  g.param_slot = po.param_slot;
-  g.num_params = static_cast<int>(po.params.size());
-  g.roots = roots.values;
-  cpu::Plan plan = cpu::build_plan(g, /*explain=*/true);
+  cpu::Plan plan = cpu::build_plan(lowering_graph(roots, po), /*explain=*/true);
   std::string out = cpu::describe_plan(plan);
   if (llvm_ir) {
     for (const cpu::PlanKernel& k : plan.kernels) {

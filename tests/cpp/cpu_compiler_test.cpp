@@ -174,12 +174,7 @@ cpu::Plan plan_of(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  LoweringGraph g;
-  g.post_order = po.nodes;
-  g.param_slot = po.param_slot;
-  g.num_params = static_cast<int>(po.params.size());
-  g.roots = roots.values;
-  return cpu::build_plan(g, /*explain=*/true);
+  return cpu::build_plan(lowering_graph(roots, po), /*explain=*/true);
 }
 
 struct StepCounts {

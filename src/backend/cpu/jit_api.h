@@ -15,8 +15,6 @@ namespace lz::cpu {
 class JitCompiler {
  public:
   virtual ~JitCompiler() = default;
-  // LLVM version, target triple, CPU name and features: part of every kernel's cache key.
-  virtual std::string environment() const = 0;
   // Builds the kernel as LLVM IR, optimizes it for this CPU and returns a relocatable object whose
   // function is named `name`. Thread-safe: each call has its own LLVMContext, each thread its own
   // TargetMachine. Throws std::runtime_error on failure; `llvm_ir` (if given) receives the

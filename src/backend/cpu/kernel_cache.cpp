@@ -12,6 +12,7 @@
 
 #include <cpuid.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/disk_cache.h"
 #include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
@@ -21,12 +22,6 @@
 #include "core/thread_pool.h"
 #include "lazuli/error.h"
 
-#ifndef LAZULI_BUILD_REVISION
-#define LAZULI_BUILD_REVISION "unknown"
-#endif
-#ifndef LAZULI_VERSION
-#define LAZULI_VERSION "0"
-#endif
 #ifndef LAZULI_LLVM_VERSION
 #define LAZULI_LLVM_VERSION "unknown"
 #endif
@@ -59,8 +54,6 @@ std::string file_checksum(const std::string& path) {
 
 struct Codegen {
   JitCompiler* jit = nullptr;
-  std::string env;       // enters every key
-  Hash128 env_hash;
 };
 
 // Loaded once, at the first compile or load; never unloaded (kernels may outlive everything).
@@ -83,14 +76,7 @@ Codegen& codegen() {
       error = "the code generator " + path + " failed to start: " + (create ? why : "no entry point");
       return;
     }
-    auto* c = new Codegen();
-    c->jit = jit;
-    c->env = std::string("lazuli-") + LAZULI_VERSION + "-" + LAZULI_BUILD_REVISION + " jit " +
-             file_checksum(path) + " " + jit->environment();
-    Hasher hh;
-    hh.add_str(c->env);
-    c->env_hash = hh.digest();
-    cg = c;
+    cg = new Codegen{jit};
   });
   if (!cg) throw Error("cpu backend: " + error + " (LAZULI_BACKEND=interp runs without it)");
   return *cg;
@@ -153,7 +139,7 @@ std::string cpu_identity() {
 const Hash128& key_environment() {
   static const Hash128 h = [] {
     Hasher hh;
-    hh.add_str(std::string("lazuli-") + LAZULI_VERSION + "-" + LAZULI_BUILD_REVISION);
+    hh.add_str(library_identity());
     hh.add_str(file_checksum(jit_library_path()));
     hh.add_str(LAZULI_LLVM_VERSION);
     hh.add_str(cpu_identity());
@@ -290,8 +276,7 @@ std::string kernel_llvm_ir(const PlanKernel& kernel) {
   return ir;
 }
 
-void clear_kernel_memory_cache() { memory_cache().clear(); }
 
-std::string codegen_environment() { return codegen().env; }
+void clear_kernel_memory_cache() { memory_cache().clear(); }
 
 }  // namespace lz::cpu

@@ -27,11 +27,9 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
 // The kernel's LLVM IR before optimization (loads the code generator).
 std::string kernel_llvm_ir(const PlanKernel& kernel);
 
+
 // Drops the memory level (programs still holding kernels keep them). Tests use it to force the
 // disk level.
 void clear_kernel_memory_cache();
-
-// The identity of the code generator and target that enters every kernel key (loads it).
-std::string codegen_environment();
 
 }  // namespace lz::cpu

@@ -595,13 +595,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
 
 class LlvmJit final : public JitCompiler {
  public:
-  LlvmJit() {
-    auto tm = host_machine();
-    env_ = std::string("llvm-") + LLVM_VERSION_STRING + " " + tm->getTargetTriple().str() + " " +
-           tm->getTargetCPU().str() + " " + tm->getTargetFeatureString().str();
-  }
-
-  std::string environment() const override { return env_; }
+  LlvmJit() = default;
 
   std::string compile(const KernelSpec& spec, const std::string& name, std::string* llvm_ir) override {
     thread_local std::unique_ptr<llvm::TargetMachine> tm;
@@ -682,7 +676,6 @@ class LlvmJit final : public JitCompiler {
  private:
   std::mutex jit_mu_;  // guards jit_ creation
   std::unique_ptr<llvm::orc::LLJIT> jit_;
-  std::string env_;
   std::mutex mu_;  // guards trackers_
   std::unordered_map<std::string, llvm::orc::ResourceTrackerSP> trackers_;
 };
