@@ -1,6 +1,7 @@
 // Lazuli: a lazy tensor runtime. Include this one header.
 #pragma once
 #include "lazuli/autograd.h"
+#include "lazuli/capture.h"
 #include "lazuli/debug.h"
 #include "lazuli/dtype.h"
 #include "lazuli/error.h"

@@ -21,6 +21,7 @@ from ._C import (  # noqa: F401  (the public names of API.md)
 )
 from ._tensor import tensor  # noqa: F401
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
+from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
 
 dtype = _C.dtype
@@ -36,6 +37,10 @@ double = float64
 long = int64
 
 __version__ = "0.1.0"
+
+# Programs still running at exit finish before the interpreter and the libraries they use go away.
+import atexit as _atexit  # noqa: E402
+_atexit.register(_C._drain)
 
 # Frames inside this package are the library's; the first frame outside is the user's call site.
 _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)

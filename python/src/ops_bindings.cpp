@@ -1,6 +1,9 @@
 // Ops as lazuli functions and, where PyTorch has them, Tensor methods.
 #include "bindings.h"
 #include "ops/frontend.h"
+#include "tensor/lazy_tensor.h"
+
+#include <cstring>
 
 namespace lzpy {
 namespace {
@@ -187,6 +190,23 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
 
   // creation
   m.def("from_numpy", &from_numpy, py::arg("array"));
+  // New contents for an existing tensor (same dtype and shape) without recording IR: optimizers
+  // refresh their hyper-parameter scalars this way, so a captured step reads the new values.
+  m.def("_set_host_data", [](const Tensor& t, const py::array& arr) {
+    Tensor src = from_numpy(arr);
+    if (src.dtype() != t.dtype() || src.shape() != t.shape()) {
+      throw py::value_error("_set_host_data: expected " + std::string(lz::dtype_name(t.dtype())) +
+                            " data of the tensor's shape");
+    }
+    auto st = std::make_shared<lz::Storage>(static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype()));
+    py::array c = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+    if (st->nbytes()) std::memcpy(st->data(), c.data(), st->nbytes());
+    if (t.dtype() == lz::DType::Bool) {  // 0/1 bytes, as from_data makes them
+      auto* b = static_cast<uint8_t*>(st->data());
+      for (size_t i = 0; i < st->nbytes(); ++i) b[i] = b[i] != 0;
+    }
+    t.impl()->set_host_data(std::move(st));
+  }, py::arg("tensor"), py::arg("array"));
   m.def("_scalar_tensor", [](const Operand& v, py::object dtype) {
     if (v.is_tensor()) return v.tensor().contiguous();
     std::optional<lz::DType> dt;

@@ -1,5 +1,6 @@
 // Runtime calls: sync, sync_tensors, wait, step closures, eager mode, backend.
 #include "bindings.h"
+#include "exec/capture.h"
 #include "exec/compile_region.h"
 #include "exec/device_executor.h"
 #include "backend/backend.h"
@@ -34,7 +35,7 @@ void wait_all_interruptibly() {
 }
 
 lz::CutReason reason_from_id(const std::string& id) {
-  for (int r = 0; r <= static_cast<int>(lz::CutReason::DataDependentShape); ++r) {
+  for (int r = 0; r <= static_cast<int>(lz::CutReason::CaptureReplay); ++r) {
     if (lz::cut_reason_id(static_cast<lz::CutReason>(r)) == id) return static_cast<lz::CutReason>(r);
   }
   throw py::value_error("unknown cut reason '" + id + "'");
@@ -46,6 +47,36 @@ void sync_impl(bool wait, bool reset_scope, lz::CutReason reason) {
     lz::step_barrier(false, reset_scope, reason);
   }
   if (wait || lz::config().sync_wait) wait_all_interruptibly();
+}
+
+// A Python object kept by C++ code (a capture record) that may drop it from any thread.
+std::shared_ptr<void> hold_py(py::object o) {
+  return std::shared_ptr<void>(new py::object(std::move(o)), [](void* p) {
+    py::gil_scoped_acquire gil;
+    delete static_cast<py::object*>(p);
+  });
+}
+
+using lz::internal::TensorImplPtr;
+
+py::tuple capture_call(lz::CaptureCache& cache, const std::vector<lz::Tensor>& args, uint64_t key,
+                       const py::function& body) {
+  std::vector<TensorImplPtr> impls;
+  impls.reserve(args.size());
+  for (const lz::Tensor& t : args) impls.push_back(t.impl());
+  std::shared_ptr<void> data;
+  auto outs = cache.call(impls, key, [&body](const std::vector<TensorImplPtr>& a, std::shared_ptr<void>* fd) {
+    py::list in;
+    for (const TensorImplPtr& t : a) in.append(py::cast(lz::Tensor(t)));
+    py::tuple r = body(in);  // (tensors returned, the output structure)
+    std::vector<TensorImplPtr> out;
+    for (py::handle h : py::list(r[0])) out.push_back(h.cast<lz::Tensor>().impl());
+    *fd = hold_py(r[1]);
+    return out;
+  }, &data);
+  py::list res;
+  for (TensorImplPtr& t : outs) res.append(py::cast(lz::Tensor(std::move(t))));
+  return py::make_tuple(res, data ? *static_cast<py::object*>(data.get()) : py::none());
 }
 
 }  // namespace
@@ -63,6 +94,11 @@ void bind_runtime(py::module_& m) {
           if (wait) wait_all_interruptibly();
         }, py::arg("tensors"), py::arg("wait") = false);
   m.def("wait", &wait_all_interruptibly);
+  // At interpreter exit (atexit): let queued programs finish, errors unreported.
+  m.def("_drain", [] {
+    py::gil_scoped_release release;
+    lz::device_executor().wait_all();
+  });
   m.def("add_step_closure", [](py::object fn, py::tuple args) {
           if (!PyCallable_Check(fn.ptr())) throw py::type_error("add_step_closure: fn must be callable");
           auto c = std::make_shared<PyCallable>(PyCallable{fn, args});
@@ -75,6 +111,24 @@ void bind_runtime(py::module_& m) {
         py::arg("key"));
   m.def("_region_exit", &lz::exit_region);
   m.def("_region_check", &lz::check_region_graph);
+  py::class_<lz::CaptureCache, std::shared_ptr<lz::CaptureCache>>(m, "_CaptureCache")
+      .def(py::init<std::string, bool>(), py::arg("name"), py::arg("full_graph"))
+      .def("call", &capture_call, py::arg("args"), py::arg("key"), py::arg("body"))
+      .def_property_readonly("traces", &lz::CaptureCache::traces)
+      .def_property_readonly("replays", &lz::CaptureCache::replays)
+      .def_property_readonly("last_reason", &lz::CaptureCache::last_reason)
+      .def_property_readonly("name", &lz::CaptureCache::name);
+  m.def("_capture_tracing", &lz::capture_tracing);
+  m.def("_capture_add_guard", [](py::function check, uint64_t identity) {
+    std::shared_ptr<void> fn = hold_py(std::move(check));
+    lz::add_replay_guard([fn] {
+      py::gil_scoped_acquire gil;
+      py::object r = (*static_cast<py::object*>(fn.get()))();
+      int truth = PyObject_IsTrue(r.ptr());
+      if (truth < 0) throw py::error_already_set();
+      return truth == 1;
+    }, identity);
+  }, py::arg("check"), py::arg("identity"));
   m.def("eager_mode", &lz::set_eager_mode, py::arg("enabled"));
   m.def("is_eager_mode", &lz::eager_mode);
   m.def("device_count", &lz::device_count);

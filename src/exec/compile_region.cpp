@@ -46,10 +46,16 @@ void exit_region() {
 
 void check_execution_allowed(CutReason reason, const std::vector<UserFrame>& f) {
   RegionState* r = current_region();
-  if (!r || !r->full_graph) return;
+  if (!r || (!r->full_graph && !r->capture)) return;
   if (reason == CutReason::CompileRegionStart || reason == CutReason::CompileRegionEnd) return;
+  if (r->capture && !r->full_graph) {
+    if (r->executed.empty()) {
+      r->executed = std::string(cut_reason_id(reason)) + (f.empty() ? std::string() : " at " + frame_str(f[0]));
+    }
+    return;
+  }
   throw UnexpectedExecutionError(
-      "compile(full_graph=True)" + (r->name.empty() ? std::string() : " '" + r->name + "'") +
+      std::string(r->capture ? "capture" : "compile") + "(full_graph=True)" + (r->name.empty() ? std::string() : " '" + r->name + "'") +
       ": an execution (cause " + std::string(cut_reason_id(reason)) + ") was about to run inside the "
       "compiled function" + (f.empty() ? std::string() : ", at " + frame_str(f[0])) + ". " +
       std::string(cut_reason_advice(reason)));

@@ -22,6 +22,10 @@ struct RegionState {
   bool full_graph = false;
   int max_graphs = -1;  // -1: unlimited
   int64_t key = 0;
+  // A capture trace (exec/capture.cpp): an execution inside it is noted, not raised (unless
+  // full_graph), and makes the trace unreplayable.
+  bool capture = false;
+  std::string executed;  // the first execution inside a capture trace: cause and user frame
   // Where each op's result node was recorded (only when max_graphs is set).
   std::unordered_map<const ir::Node*, UserFrame> locations;
 };

@@ -14,6 +14,7 @@ std::string_view cut_reason_id(CutReason r) {
     case CutReason::GraphTooLarge: return "graph-too-large";
     case CutReason::HostFallback: return "host-fallback";
     case CutReason::DataDependentShape: return "data-dependent-shape";
+    case CutReason::CaptureReplay: return "capture-replay";
   }
   return "unknown";
 }
@@ -33,6 +34,7 @@ std::string_view cut_reason_advice(CutReason r) {
     case CutReason::HostFallback: return "an op ran on the host; it has no compiled kernel yet";
     case CutReason::DataDependentShape:
       return "the output shape depends on values (bool mask); use where() to keep shapes static";
+    case CutReason::CaptureReplay: return "a captured function's step, replayed without tracing";
   }
   return "";
 }

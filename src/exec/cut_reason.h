@@ -16,6 +16,7 @@ enum class CutReason : uint8_t {
   GraphTooLarge,     // the pending graph passed LAZULI_MAX_PENDING_NODES
   HostFallback,
   DataDependentShape,
+  CaptureReplay,     // a captured function's program, replayed without tracing
 };
 
 std::string_view cut_reason_id(CutReason r);

@@ -1,5 +1,7 @@
 #include "exec/device_executor.h"
 
+#include <cstdlib>
+
 namespace lz {
 
 DeviceExecutor::DeviceExecutor() : thread_([this] { loop(); }) {}
@@ -55,6 +57,12 @@ void DeviceExecutor::forget_error_of(const Execution* exec) {
   }
 }
 
+namespace {
+// Programs still queued or running when the process exits finish first: otherwise exit() tears
+// down libraries (oneDNN's JIT state) under a running kernel.
+void drain_at_exit() { device_executor().wait_all(); }
+}  // namespace
+
 void DeviceExecutor::loop() {
   for (;;) {
     std::pair<std::shared_ptr<Execution>, std::function<void()>> item;
@@ -67,6 +75,10 @@ void DeviceExecutor::loop() {
       busy_ = true;
     }
     item.second();  // completes item.first
+    // Registered after the first program, so it runs before the destructors of what that program
+    // initialized (exit() runs handlers in reverse order of registration).
+    static std::once_flag at_exit;
+    std::call_once(at_exit, [] { std::atexit(drain_at_exit); });
     item.second = nullptr;  // release the task's buffers now, not when the next task arrives
     {
       std::lock_guard<std::mutex> l(mu_);

@@ -301,16 +301,18 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
 
     exec = std::make_shared<Execution>();
     res.outputs.reserve(roots.values.size());
-    std::vector<SlotPtr> output_slots;
-    std::vector<std::pair<DType, Shape>> root_types;
     for (const ir::Value& v : roots.values) {
       res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
-      output_slots.push_back(res.outputs.back()->slot());
-      root_types.emplace_back(v.dtype(), v.shape());
     }
-    std::vector<SlotPtr> param_slots;
-    param_slots.reserve(po.params.size());
-    for (const BufferPtr& b : po.params) param_slots.push_back(b->slot());
+    if (cfg.capture) {
+      ProgramCapture& c = *cfg.capture;
+      c.hash = res.hash;
+      c.exe = exe;
+      c.params = po.params;
+      c.roots = roots.tensors;
+      c.donations = donations;
+      for (const ir::Value& v : roots.values) c.root_types.emplace_back(v.dtype(), v.shape());
+    }
     if (cfg.sync_data) {
       for (size_t i = 0; i < roots.values.size(); ++i) {
         if (roots.store[i]) roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i]);
@@ -318,18 +320,36 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     }
     res.ran = true;
     res.tensors = roots.tensors;
-    // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
-    // change the use counts that donation decisions read. The roots' IR, and so the graph, is
-    // dropped when this scope ends.
-    device_executor().schedule(
-        exec, [exe, hash = res.hash, params = std::move(param_slots), outputs = std::move(output_slots),
-               root_types = std::move(root_types), donations = std::move(donations), exec] {
-          run_program(exe, hash, params, outputs, root_types, donations, exec);
-        });
+    schedule_program(exe, res.hash, po.params, res.outputs, std::move(donations), exec);
     internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
   }
   if (cfg.wait || config().sync_wait) exec->wait();
   return res;
+}
+
+std::unique_lock<std::mutex> lock_executor() { return std::unique_lock<std::mutex>(executor_mutex()); }
+
+void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
+                      const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
+                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec) {
+  std::vector<SlotPtr> param_slots;
+  param_slots.reserve(params.size());
+  for (const BufferPtr& b : params) param_slots.push_back(b->slot());
+  std::vector<SlotPtr> output_slots;
+  std::vector<std::pair<DType, Shape>> root_types;
+  output_slots.reserve(outputs.size());
+  root_types.reserve(outputs.size());
+  for (const BufferPtr& b : outputs) {
+    output_slots.push_back(b->slot());
+    root_types.emplace_back(b->dtype(), b->shape());
+  }
+  // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
+  // change the use counts that donation decisions read.
+  device_executor().schedule(
+      exec, [exe, hash, params = std::move(param_slots), outputs = std::move(output_slots),
+             root_types = std::move(root_types), donations = std::move(donations), exec] {
+        run_program(exe, hash, params, outputs, root_types, donations, exec);
+      });
 }
 
 void wait_all_executions() {

@@ -7,6 +7,8 @@
 // ours beyond each tensor's own. Execution happens on the DeviceExecutor thread.
 #pragma once
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,11 +19,22 @@
 
 namespace lz {
 
+// What a sync tells a capture (exec/capture.cpp) about the program it scheduled.
+struct ProgramCapture {
+  Hash128 hash;
+  std::shared_ptr<Executable> exe;
+  std::vector<BufferPtr> params;                        // parameter buffers, in slot order
+  std::vector<internal::TensorImplPtr> roots;           // the roots' tensors, in output order
+  std::vector<std::pair<DType, Shape>> root_types;
+  std::vector<std::pair<int, int>> donations;           // (parameter, root)
+};
+
 struct SyncConfig {
   bool sync_data = true;  // replace the synced tensors' IR by the new device data
   bool barrier = false;   // a step barrier: buffer donation allowed
   bool wait = false;      // block until the program has run
   CutReason reason = CutReason::UserSync;
+  ProgramCapture* capture = nullptr;  // when set, filled with the scheduled program
 };
 
 // Step 1. The roots of one sync: tensors with pending IR (views too when include_views, as value
@@ -67,6 +80,15 @@ struct SyncResult {
 SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
                               const SyncConfig& cfg);
 
+// Replays (exec/capture.cpp) schedule a program themselves, holding the executor lock while they
+// read and replace tensor buffers, so no sync interleaves.
+std::unique_lock<std::mutex> lock_executor();
+// Schedules one run of `exe` (the caller holds lock_executor()). `outputs` are placeholders made
+// with `exec` as producer; a donated pair (parameter, output) reuses the parameter's memory.
+void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
+                      const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
+                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec);
+
 // Waits for every scheduled program; rethrows a pending asynchronous error.
 void wait_all_executions();
 // Rethrows (once) an error of an earlier asynchronous run.
@@ -77,7 +99,11 @@ void clear_compile_cache();
 size_t compile_cache_entries();
 
 // The step marker (exec/step.cpp).
-void step_barrier(bool wait, bool reset_scope, CutReason reason = CutReason::UserSync);
+void step_barrier(bool wait, bool reset_scope, CutReason reason = CutReason::UserSync,
+                  ProgramCapture* capture = nullptr);
+// The end of a step (after its barrier's sync, or a capture replay): MarkStep, the step log, the
+// step closures.
+void finish_step(bool ran, const Hash128& hash);
 void register_step_closure(std::function<void()> fn);
 int64_t step_count();
 

@@ -37,16 +37,23 @@ int64_t step_count() {
   return s.step;
 }
 
-void step_barrier(bool wait, bool reset_scope, CutReason reason) {
+void step_barrier(bool wait, bool reset_scope, CutReason reason, ProgramCapture* capture) {
   // An error of an earlier asynchronous run surfaces here, once; this step is not run.
   raise_pending_async_error();
+  // reset_scope: IR scopes (name prefixes for dumps) are not implemented yet; nothing to reset.
+  (void)reset_scope;
   auto& dev = internal::default_device();
   SyncConfig cfg;
   cfg.barrier = true;
   cfg.wait = wait;
   cfg.reason = reason;
+  cfg.capture = capture;
   // Views are excluded by collect(): they hold no IR of their own.
   SyncResult r = sync_tensors_graph(dev.registry.snapshot(), cfg);
+  finish_step(r.ran, r.hash);
+}
+
+void finish_step(bool ran, const Hash128& hash) {
   LZ_COUNTER("MarkStep", 1);
   StepState& s = step_state();
   std::vector<std::function<void()>> closures;
@@ -56,11 +63,9 @@ void step_barrier(bool wait, bool reset_scope, CutReason reason) {
     step = ++s.step;
     closures.swap(s.closures);
   }
-  // reset_scope: IR scopes (name prefixes for dumps) are not implemented yet; nothing to reset.
-  (void)reset_scope;
   if (config().emit_steplog) {
     std::fprintf(stderr, "[lazuli] step %lld: %s graph %s\n", static_cast<long long>(step),
-                 r.ran ? "scheduled" : "nothing pending,", r.ran ? r.hash.hex().c_str() : "");
+                 ran ? "scheduled" : "nothing pending,", ran ? hash.hex().c_str() : "");
   }
   check_step_patterns(step);
   // After the barrier, in registration order; closures that read values share this execution.

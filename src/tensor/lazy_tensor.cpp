@@ -263,4 +263,40 @@ BufferPtr TensorImpl::buffer() {
   return state_ == TensorState::DeviceData ? buffer_ : nullptr;
 }
 
+BufferPtr TensorImpl::replay_input(bool* sole_owner) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ == TensorState::Host) value_locked();  // the upload
+  if (state_ != TensorState::DeviceData) return nullptr;
+  // Holders we can account for: buffer_ and our data_node_ (when no graph shares that node).
+  *sole_owner = (!data_node_ || data_node_.use_count() == 1) &&
+                buffer_.use_count() == 1 + (data_node_ ? 1 : 0);
+  return buffer_;
+}
+
+void TensorImpl::replay_assign(BufferPtr b) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ == TensorState::View) throw Error("internal: a replay output assigned to a view");
+  state_ = TensorState::DeviceData;
+  b->owner_tensor_id = id_;
+  if (created_at_) b->created_at = created_at_;
+  buffer_ = std::move(b);
+  data_node_.reset();
+  grad_leaf_node_.reset();
+  ir_ = {};
+  host_.reset();
+  tape_ = {};
+}
+
+void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (state_ == TensorState::View) throw ValueError("set_host_data: the tensor is a view");
+  state_ = TensorState::Host;
+  host_ = std::move(s);
+  buffer_.reset();
+  data_node_.reset();
+  grad_leaf_node_.reset();
+  ir_ = {};
+  tape_ = {};
+}
+
 }  // namespace lz::internal

@@ -61,6 +61,17 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
 
+  // Capture replay (exec/capture.cpp). The buffer a replay reads: a host tensor is uploaded
+  // first; null unless the tensor then holds device data. *sole_owner: nothing but this tensor
+  // can read the buffer later (no pending graph, view cache or other tensor), so a replay may
+  // donate it to this tensor's new value.
+  BufferPtr replay_input(bool* sole_owner);
+  // A replay's output becomes this tensor's value, whatever its state was (never a view).
+  void replay_assign(BufferPtr b);
+  // New contents from the host, same dtype and shape; the tensor object stays, so a captured
+  // program reading it sees the new value. Graphs recorded before keep the old value.
+  void set_host_data(std::shared_ptr<Storage> s);
+
   // Autograd (src/autograd). The leaf flag set by requires_grad_(); a leaf's value() is a node that
   // requires grad (its DeviceData leaf, or a GradLeaf identity over pending IR), registered with
   // the leaf registry so backward can find this tensor's grad.

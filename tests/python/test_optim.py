@@ -131,7 +131,8 @@ def training_loop(optimizer, steps=6, schedule=False, on_forward=None, keep_loss
     return records
 
 
-@pytest.mark.parametrize("optimizer,states", [("sgd", PARAMS), ("adam", 2 * PARAMS)])
+# SGD with momentum: one buffer per parameter; Adam: two moments and the step count.
+@pytest.mark.parametrize("optimizer,states", [("sgd", PARAMS), ("adam", 3 * PARAMS)])
 @pytest.mark.parametrize("schedule", [False, True])
 def test_steady_state_compiles_once_and_donates_every_buffer(optimizer, states, schedule):
     r = training_loop(optimizer, schedule=schedule)

@@ -1,7 +1,7 @@
-"""Adam and AdamW, as torch.optim.Adam / AdamW (without amsgrad). The bias corrections are Python
-floats computed per step and passed as device scalars, so no step count is baked into the graph."""
-import math
-
+"""Adam and AdamW, as torch.optim.Adam / AdamW (without amsgrad). Each parameter's step count is a
+device scalar (float64, as torch keeps a tensor step) advanced inside the step's graph, and the bias
+corrections are computed there in float64: no step count is baked into the graph, and a captured
+step (lz.capture) needs no Python to advance it."""
 from .. import _C
 from .optimizer import Optimizer
 
@@ -15,40 +15,45 @@ class Adam(Optimizer):
                              f"weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
 
-    def _update_group(self, group, params):
-        dtype = params[0].dtype
+    def _hyper_values(self, group, kind="main"):
         b1, b2 = group["betas"]
         lr, wd = group["lr"], group["weight_decay"]
-        s = self._scalar
-        b1_t, b2_t = s(b1, dtype), s(b2, dtype)
-        one_m_b1, one_m_b2 = s(1.0 - b1, dtype), s(1.0 - b2, dtype)
-        eps = s(group["eps"], dtype)
-        decay = s(1.0 - lr * wd, dtype) if (self._decoupled and wd != 0) else None
-        wd_t = s(wd, dtype) if (not self._decoupled and wd != 0) else None
-        scalars = {}  # per step count: (step size, 1/sqrt(bias correction 2))
+        if kind == "bias":  # float64: the bias corrections' inputs
+            return {"lr": lr, "beta1": b1, "beta2": b2}
+        v = {"beta1": b1, "beta2": b2, "one_minus_beta1": 1.0 - b1, "one_minus_beta2": 1.0 - b2,
+             "eps": group["eps"]}
+        if wd != 0:
+            if self._decoupled:
+                v["decay"] = 1.0 - lr * wd
+            else:
+                v["weight_decay"] = wd
+        return v
+
+    def _update_group(self, group, params, hyper):
+        dtype = params[0].dtype
+        h64 = self._hyper(self.param_groups.index(group), _C.dtype.float64, "bias")
+        wd_t, decay = hyper.get("weight_decay"), hyper.get("decay")
         for p in params:
             state = self._state(p)
             if not state:
-                state["step"] = 0
+                state["step"] = _C.zeros((), dtype=_C.dtype.float64)
                 state["exp_avg"] = _C.zeros_like(p)
                 state["exp_avg_sq"] = _C.zeros_like(p)
-            state["step"] += 1
             t = state["step"]
-            if t not in scalars:
-                bc1, bc2 = 1.0 - b1 ** t, 1.0 - b2 ** t
-                scalars[t] = (s(lr / bc1, dtype), s(1.0 / math.sqrt(bc2), dtype))
-            step_size, inv_sqrt_bc2 = scalars[t]
+            t.add_(1)
+            step_size = (h64["lr"] / (1 - h64["beta1"] ** t)).to(dtype)
+            inv_sqrt_bc2 = (1 - h64["beta2"] ** t).rsqrt().to(dtype)
             g = p.grad
             if wd_t is not None:
                 g = g + p * wd_t
             if decay is not None:
                 p.mul_(decay)
             m, v = state["exp_avg"], state["exp_avg_sq"]
-            m.mul_(b1_t)
-            m.add_(g * one_m_b1)
-            v.mul_(b2_t)
-            v.add_(g * g * one_m_b2)
-            denom = v.sqrt() * inv_sqrt_bc2 + eps
+            m.mul_(hyper["beta1"])
+            m.add_(g * hyper["one_minus_beta1"])
+            v.mul_(hyper["beta2"])
+            v.add_(g * g * hyper["one_minus_beta2"])
+            denom = v.sqrt() * inv_sqrt_bc2 + hyper["eps"]
             p.sub_(m / denom * step_size)
 
 

@@ -1,12 +1,17 @@
 """The optimizer base: param_groups (list of dicts of hyper-parameters, changeable between steps),
 per-parameter state, zero_grad, and hyper-parameters as graph parameters.
 
-Every number a step uses (learning rate, bias corrections, betas...) enters the graph as a device
+Every number a step uses (learning rate, betas, weight decay...) enters the graph as a device
 scalar (a parameter, never a baked constant), so a schedule that changes it every step reuses the
-compiled program; even 0 and 1, which would otherwise be baked, keep the same graph."""
+compiled program; even 0 and 1, which would otherwise be baked, keep the same graph. Each scalar is
+one tensor kept across steps and given new contents when its Python value changes, and a step
+traced inside lz.capture registers a replay guard that does the same before every replay: a
+replayed step reads the current param_groups, and a change that alters the update's structure
+(weight decay turned on) sends the call back to tracing."""
 import numpy as np
 
 from .. import _C
+from .._capture import _add_replay_guard
 from ..autograd import no_grad
 
 _NP = {_C.dtype.float32: np.float32, _C.dtype.float64: np.float64}
@@ -22,6 +27,7 @@ class Optimizer:
             params = [{"params": params}]
         self.param_groups = []
         self.state = {}  # parameter id -> dict of state tensors
+        self._hyper_slots = {}  # (group index, dtype, kind) -> {name: [value, device scalar]}
         for g in params:
             self.add_param_group(g)
 
@@ -53,6 +59,45 @@ class Optimizer:
         """A device scalar holding `value`: a graph parameter whatever the value."""
         return _C.from_numpy(np.array(value, dtype=_NP.get(dtype, np.float32)))
 
+    def _hyper_values(self, group, kind="main"):
+        """{name: number} of the device scalars a step of this group reads: kind "main" in the
+        parameters' dtype (which names appear, a momentum term only when momentum != 0, is the
+        update's structure); other kinds are the optimizer's own (Adam's float64 set)."""
+        raise NotImplementedError
+
+    def _structure(self, group):
+        """Settings that change the update's ops other than through _hyper_values' names."""
+        return ()
+
+    def _hyper(self, group_index, dtype, kind="main"):
+        """The group's hyper-parameters as device scalars (refreshed from the Python values)."""
+        group = self.param_groups[group_index]
+        slots = self._hyper_slots.setdefault((group_index, dtype, kind), {})
+        out = {}
+        for name, value in self._hyper_values(group, kind).items():
+            slot = slots.get(name)
+            if slot is None:
+                slots[name] = slot = [value, self._scalar(value, dtype)]
+            elif slot[0] != value:
+                _C._set_host_data(slot[1], np.array(value, dtype=_NP.get(dtype, np.float32)))
+                slot[0] = value
+            out[name] = slot[1]
+        return out
+
+    def _replay_guard(self, traced):
+        """A check run before each replay of a captured step: refreshes the scalars and says
+        whether the traced update still applies. `traced`: {group index: structure}."""
+        def check():
+            if len(self.param_groups) != len(traced):
+                return False
+            for gi, group in enumerate(self.param_groups):
+                if traced[gi] != (tuple(self._hyper_values(group)), self._structure(group)):
+                    return False
+            for gi, dtype, kind in list(self._hyper_slots):
+                self._hyper(gi, dtype, kind)
+            return True
+        return check
+
     def step(self, closure=None):
         loss = None
         if closure is not None:
@@ -60,13 +105,18 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         with no_grad():
-            for group in self.param_groups:
+            for gi, group in enumerate(self.param_groups):
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
-                    self._update_group(group, params)
+                    self._update_group(group, params, self._hyper(gi, params[0].dtype))
+        if _C._capture_tracing():
+            traced = {gi: (tuple(self._hyper_values(g)), self._structure(g))
+                      for gi, g in enumerate(self.param_groups)}
+            _add_replay_guard(self._replay_guard(traced), id(self))
         return loss
 
-    def _update_group(self, group, params):
+    def _update_group(self, group, params, hyper):
+        """Records the update of `params` (those with a grad) reading the scalars in `hyper`."""
         raise NotImplementedError
 
     def state_dict(self):

@@ -12,13 +12,23 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov))
 
-    def _update_group(self, group, params):
-        dtype = params[0].dtype
-        lr = self._scalar(group["lr"], dtype)
-        wd, mom = group["weight_decay"], group["momentum"]
-        wd_t = self._scalar(wd, dtype) if wd != 0 else None
-        mom_t = self._scalar(mom, dtype) if mom != 0 else None
-        damp_t = self._scalar(1.0 - group["dampening"], dtype) if mom != 0 else None
+    def _hyper_values(self, group, kind="main"):
+        v = {"lr": group["lr"]}
+        if group["weight_decay"] != 0:
+            v["weight_decay"] = group["weight_decay"]
+        if group["momentum"] != 0:
+            v["momentum"] = group["momentum"]
+            v["one_minus_dampening"] = 1.0 - group["dampening"]
+        return v
+
+    def _structure(self, group):
+        return (bool(group["nesterov"]),)
+
+    def _update_group(self, group, params, hyper):
+        lr = hyper["lr"]
+        wd_t = hyper.get("weight_decay")
+        mom_t = hyper.get("momentum")
+        damp_t = hyper.get("one_minus_dampening")
         for p in params:
             g = p.grad
             if wd_t is not None:

@@ -1,0 +1,135 @@
+"""lz.capture: capture and replay of a step function (DESIGN.md section 5b, docs/capture.md).
+
+The function is traced like any lazy code (ops record a graph, its end is a step barrier). Once two
+traces with the same input signature give the same program, later calls replay that program with
+the new arguments: no Python of the function runs, no graph is recorded or hashed. The C++ core
+(src/exec/capture.cpp) keeps the records and decides; this file turns Python arguments and results
+into tensors and back.
+"""
+import functools
+import warnings
+
+from . import _C
+
+_Tensor = _C.Tensor
+
+
+class _Leaf:
+    """Marks a tensor's place in a flattened structure."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<tensor>"
+
+
+_LEAF = _Leaf()
+
+
+class _Static:
+    """A non-tensor leaf: compared and hashed with its type, so f(x, 1) and f(x, 1.0), which trace
+    different graphs, have different signatures."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self):
+        return hash((type(self.value), self.value))
+
+
+def _flatten(obj, tensors):
+    """The structure of `obj` (nested tuples, lists and dicts) as a hashable spec: a tensor becomes
+    _LEAF (and is appended to `tensors`), any other leaf a _Static."""
+    if isinstance(obj, _Tensor):
+        tensors.append(obj)
+        return _LEAF
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), tuple(_flatten(x, tensors) for x in obj))
+    if isinstance(obj, dict):
+        return (dict, tuple(obj.keys()), tuple(_flatten(v, tensors) for v in obj.values()))
+    return _Static(obj)
+
+
+def _unflatten(spec, tensors):
+    """Inverse of _flatten: `tensors` is an iterator over the tensors, in order."""
+    if spec is _LEAF:
+        return next(tensors)
+    if isinstance(spec, _Static):
+        return spec.value
+    if len(spec) == 3:  # (dict, keys, items)
+        return {k: _unflatten(s, tensors) for k, s in zip(spec[1], spec[2])}
+    kind, items = spec
+    values = [_unflatten(s, tensors) for s in items]
+    if kind is list:
+        return values
+    if kind is tuple:
+        return tuple(values)
+    return kind(*values)  # a namedtuple
+
+
+def capture(fn=None, *, full_graph=False, name=None):
+    """Decorator: capture and replay. ``fn`` is traced (run as lazy code, one program per call)
+    until two calls with the same input signature trace the same program; from then on a call with
+    that signature replays the program on its new arguments without running ``fn``'s Python.
+
+    A replay reads the tensor arguments and the tensors ``fn`` read that existed before the call
+    (weights, optimizer state, the RNG key), and writes the tensors ``fn`` updated in place or
+    created and kept (``.grad``, optimizer moments); returned tensors are new on every replay.
+    Python side effects of ``fn`` (prints, list appends, counters) happen only when it is traced.
+    A Python value that changes between calls must be an argument (non-tensor arguments are part of
+    the signature) or an lz tensor. See docs/capture.md.
+
+    full_graph=True: anything that would execute inside ``fn`` (a value read) raises
+    lz.UnexpectedExecutionError; by default such a function is traced on every call, with a
+    warning saying why. ``fn.capture_stats()`` gives the counts of traces and replays.
+    """
+    def wrap(f):
+        label = name or getattr(f, "__name__", "captured")
+        cache = _C._CaptureCache(label, bool(full_graph))
+        warned = set()
+
+        def body_for(spec):
+            def body(targs):
+                args, kwargs = _unflatten(spec, iter(targs))
+                out = f(*args, **kwargs)
+                out_tensors = []
+                out_spec = _flatten(out, out_tensors)
+                return out_tensors, out_spec
+            return body
+
+        @functools.wraps(f)
+        def inner(*args, **kwargs):
+            tensors = []
+            spec = _flatten((args, kwargs), tensors)
+            try:
+                key = hash(spec) & 0xFFFFFFFFFFFFFFFF
+            except TypeError:
+                raise TypeError(f"capture '{label}': every non-tensor argument must be hashable (it is "
+                                f"part of the signature a replay is chosen by)") from None
+            traces = cache.traces
+            outs, out_spec = cache.call(tensors, key, body_for(spec))
+            if cache.traces != traces:
+                reason = cache.last_reason
+                if reason and reason not in warned:
+                    warned.add(reason)
+                    warnings.warn(f"lz.capture '{label}': not replayed: {reason}", RuntimeWarning,
+                                  stacklevel=2)
+            return _unflatten(out_spec, iter(outs))
+
+        inner.capture_stats = lambda: {"traces": cache.traces, "replays": cache.replays,
+                                       "last_reason": cache.last_reason}
+        inner.__lazuli_name__ = label
+        return inner
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def _add_replay_guard(check, identity):
+    """Called by traced library code (optimizers): `check()` runs before every replay of the
+    capture being traced, may refresh tensors from Python values (idempotently), and returns False
+    when the replay would be wrong (the call is then traced again)."""
+    if _C._capture_tracing():
+        _C._capture_add_guard(check, identity)

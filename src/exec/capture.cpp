@@ -1,0 +1,533 @@
+#include "exec/capture.h"
+
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "exec/compile_region.h"
+#include "exec/cut_record.h"
+#include "exec/debug_log.h"
+#include "exec/graph_executor.h"
+#include "lazuli/capture.h"
+#include "lazuli/error.h"
+#include "tensor/device.h"
+
+namespace lz {
+
+using internal::TensorImpl;
+using internal::TensorImplPtr;
+using internal::TensorState;
+
+namespace {
+
+struct TraceState {
+  std::vector<ReplayGuard> guards;
+};
+thread_local TraceState* t_trace = nullptr;
+
+// The tensor part of a call's signature: dtype, shape and view-ness of each argument, which
+// arguments are the same tensor, and the identity of an argument that requires grad (its .grad is
+// one of the record's sinks). Grad mode too: it changes what the body records.
+uint64_t signature(const std::vector<TensorImplPtr>& args, uint64_t extra_key) {
+  Hasher h;
+  h.add(extra_key).add(autograd::grad_enabled()).add<uint64_t>(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const TensorImplPtr& t = args[i];
+    if (!t) throw ValueError("capture: argument " + std::to_string(i) + " is an undefined tensor");
+    h.add(t->dtype()).add<uint64_t>(t->shape().size());
+    for (int64_t d : t->shape()) h.add(d);
+    h.add(t->state() == TensorState::View);
+    size_t alias = i;
+    for (size_t j = 0; j < i; ++j) {
+      if (args[j] == t) {
+        alias = j;
+        break;
+      }
+    }
+    h.add<uint64_t>(alias);
+    if (t->requires_grad_flag()) h.add(t->id());
+  }
+  return h.digest().lo;
+}
+
+// View arguments become copies (a replay reads whole buffers); returns which were replaced.
+// Pending arguments are synced with them, so every argument holds device data afterwards.
+std::vector<bool> materialize_args(std::vector<TensorImplPtr>& args) {
+  std::vector<bool> copied(args.size(), false);
+  std::vector<TensorImplPtr> to_sync;
+  for (size_t i = 0; i < args.size(); ++i) {
+    TensorState s = args[i]->state();
+    if (s == TensorState::View) {
+      bool was = autograd::grad_enabled();
+      autograd::set_grad_enabled(false);  // an argument is an input: no tape through the copy
+      ir::Value v = args[i]->value();
+      autograd::set_grad_enabled(was);
+      args[i] = TensorImpl::from_value(std::move(v));
+      copied[i] = true;
+      to_sync.push_back(args[i]);
+    } else if (s == TensorState::IR) {
+      to_sync.push_back(args[i]);
+    }
+  }
+  if (!to_sync.empty()) {
+    SyncConfig cfg;
+    cfg.barrier = true;
+    cfg.reason = CutReason::CompileRegionStart;
+    sync_tensors_graph(to_sync, cfg);
+  }
+  return copied;
+}
+
+bool same_tensor(const std::weak_ptr<TensorImpl>& a, const std::weak_ptr<TensorImpl>& b) {
+  TensorImplPtr x = a.lock(), y = b.lock();
+  return x && x == y;
+}
+
+bool same_bytes(const BufferPtr& a, const BufferPtr& b) {
+  if (a == b) return true;
+  if (a->dtype() != b->dtype() || a->shape() != b->shape()) return false;
+  const auto& sa = a->wait();
+  const auto& sb = b->wait();
+  return std::memcmp(sa->data(), sb->data(), a->nbytes()) == 0;
+}
+
+// Leaves the capture region and the trace state however the trace ends.
+struct TraceScope {
+  TraceState state;
+  TraceScope(const std::string& name, bool full_graph) {
+    enter_region(name, full_graph, -1, 0);
+    current_region()->capture = true;
+    t_trace = &state;
+  }
+  ~TraceScope() {
+    t_trace = nullptr;
+    exit_region();
+  }
+};
+
+// A tensor alive when a trace starts: a parameter of the trace's program whose buffer it owns is
+// read from it on every replay.
+struct StartTensor {
+  std::weak_ptr<TensorImpl> tensor;
+};
+
+}  // namespace
+
+bool capture_tracing() { return t_trace != nullptr; }
+
+void add_replay_guard(std::function<bool()> check, uint64_t identity) {
+  if (!t_trace) throw Error("add_replay_guard: no captured function is being traced on this thread");
+  for (const ReplayGuard& g : t_trace->guards) {
+    if (g.identity == identity) return;  // one optimizer stepping twice: one guard
+  }
+  t_trace->guards.push_back({std::move(check), identity});
+}
+
+std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
+  if (a.hash != b.hash) {
+    return "the traced programs differ (a Python number or branch that changes between calls is "
+           "baked into the graph: pass it as a tensor argument)";
+  }
+  if (a.sources.size() != b.sources.size() || a.sinks.size() != b.sinks.size() || a.donations != b.donations) {
+    return "the programs read or write different tensors";
+  }
+  for (size_t i = 0; i < a.sources.size(); ++i) {
+    const CaptureSource &x = a.sources[i], &y = b.sources[i];
+    if (x.kind != y.kind) return "input " + std::to_string(i) + " comes from a different place";
+    switch (x.kind) {
+      case CaptureSource::Kind::Arg:
+        if (x.arg != y.arg) return "input " + std::to_string(i) + " is a different argument";
+        break;
+      case CaptureSource::Kind::State:
+        if (!same_tensor(x.tensor, y.tensor)) return "input " + std::to_string(i) + " is read from a different tensor";
+        break;
+      case CaptureSource::Kind::Const:
+        if (!same_bytes(x.constant, y.constant)) {
+          return "data the function uploads itself (input " + std::to_string(i) + ", " +
+                 std::string(dtype_name(x.constant->dtype())) + shape_str(x.constant->shape()) +
+                 ") changes between calls: pass it as an argument";
+        }
+        break;
+    }
+  }
+  for (size_t i = 0; i < a.sinks.size(); ++i) {
+    const CaptureSink &x = a.sinks[i], &y = b.sinks[i];
+    bool same = x.kind == y.kind && x.index == y.index && x.created_in_trace == y.created_in_trace;
+    // A tensor the function creates is a new object in every trace; one it updates is the same.
+    if (same && x.kind == CaptureSink::Kind::State && !x.created_in_trace) same = same_tensor(x.tensor, y.tensor);
+    if (!same) return "output " + std::to_string(i) + " goes to a different tensor";
+  }
+  if (a.outputs.size() != b.outputs.size()) return "the function returns a different number of tensors";
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    const CaptureOutput &x = a.outputs[i], &y = b.outputs[i];
+    if (x.kind != y.kind || x.index != y.index || x.fixed != y.fixed) {
+      return "returned tensor " + std::to_string(i) + " is a different one";
+    }
+  }
+  if (a.guards.size() != b.guards.size()) return "the traced code registered different replay guards";
+  for (size_t i = 0; i < a.guards.size(); ++i) {
+    if (a.guards[i].identity != b.guards[i].identity) return "the traced code registered different replay guards";
+  }
+  return "";
+}
+
+namespace {
+
+// Builds the record of one finished trace, or returns the reason it cannot be replayed.
+std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector<TensorImplPtr>& args,
+                                           const std::vector<bool>& copied,
+                                           const std::vector<const DeviceBuffer*>& arg_buffers,
+                                           const std::unordered_map<int64_t, StartTensor>& start,
+                                           const std::vector<TensorImplPtr>& outs, std::string* why) {
+  auto rec = std::make_shared<CaptureRecord>();
+  rec->hash = pc.hash;
+  rec->exe = pc.exe;
+  rec->root_types = pc.root_types;
+  rec->donations = pc.donations;
+  std::unordered_set<int64_t> state_read;
+  for (const BufferPtr& b : pc.params) {
+    CaptureSource s;
+    for (size_t i = 0; i < args.size() && s.arg < 0; ++i) {
+      if (arg_buffers[i] == b.get()) s.arg = static_cast<int>(i);
+    }
+    if (s.arg >= 0) {
+      s.kind = CaptureSource::Kind::Arg;
+    } else if (auto it = start.find(b->owner_tensor_id); it != start.end()) {
+      // A tensor from before the call: its buffer then, or contents it was given during the trace
+      // (an optimizer refreshing a hyper-parameter); a replay reads whatever it holds at the call.
+      s.kind = CaptureSource::Kind::State;
+      s.tensor = it->second.tensor;
+      if (s.tensor.expired()) {
+        *why = "the function reads a tensor that it then drops (state reassigned rather than updated "
+               "in place?); a replay could not find it again";
+        return nullptr;
+      }
+      if (!state_read.insert(b->owner_tensor_id).second) {
+        *why = "the function reads two different values of one tensor that existed before the call";
+        return nullptr;
+      }
+    } else {
+      s.kind = CaptureSource::Kind::Const;
+      s.constant = b;
+    }
+    rec->sources.push_back(std::move(s));
+  }
+  for (auto& [p, r] : pc.donations) {
+    if (rec->sources[p].kind == CaptureSource::Kind::Const) {
+      *why = "the function updates in place a tensor it made from host data";
+      return nullptr;
+    }
+  }
+  // Returned tensors the function made are fresh on every replay; the rest are sinks kept in place.
+  std::unordered_map<const TensorImpl*, int> root_of;
+  for (size_t r = 0; r < pc.roots.size(); ++r) root_of[pc.roots[r].get()] = static_cast<int>(r);
+  std::unordered_set<const TensorImpl*> returned;
+  for (const TensorImplPtr& o : outs) {
+    CaptureOutput out;
+    int arg = -1;
+    for (size_t i = 0; i < args.size() && arg < 0; ++i) {
+      if (args[i] == o) arg = static_cast<int>(i);
+    }
+    auto root = root_of.find(o.get());
+    if (arg >= 0) {
+      out.kind = CaptureOutput::Kind::Arg;
+      out.index = arg;
+    } else if (root != root_of.end() && !start.count(o->id())) {
+      out.kind = CaptureOutput::Kind::Root;
+      out.index = root->second;
+      returned.insert(o.get());
+    } else {
+      out.kind = CaptureOutput::Kind::Fixed;
+      out.fixed = o;
+    }
+    rec->outputs.push_back(std::move(out));
+  }
+  for (size_t r = 0; r < pc.roots.size(); ++r) {
+    const TensorImplPtr& t = pc.roots[r];
+    CaptureSink s;
+    for (size_t i = 0; i < args.size() && s.index < 0; ++i) {
+      if (args[i] == t) s.index = static_cast<int>(i);
+    }
+    if (s.index >= 0) {
+      if (copied[s.index]) {
+        *why = "the function writes into argument " + std::to_string(s.index) +
+               ", a view; pass a tensor of its own (.contiguous()) to have it replayed";
+        return nullptr;
+      }
+      s.kind = CaptureSink::Kind::Arg;
+    } else if (returned.count(t.get())) {
+      s.kind = CaptureSink::Kind::Returned;
+      s.index = static_cast<int>(r);
+    } else {
+      s.kind = CaptureSink::Kind::State;
+      s.created_in_trace = !start.count(t->id());
+      s.tensor = t;
+    }
+    rec->sinks.push_back(std::move(s));
+  }
+  return rec;
+}
+
+}  // namespace
+
+std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<TensorImplPtr>& user_args,
+                                               const Body& body, std::shared_ptr<void>* frontend_data) {
+  ++traces_;
+  LZ_COUNTER("CaptureTrace", 1);
+  // Pending work first (as in lz.compile), so the trace's barrier holds only the function's work.
+  step_barrier(false, true, CutReason::CompileRegionStart);
+  std::vector<TensorImplPtr> args = user_args;
+  std::vector<bool> copied = materialize_args(args);
+  std::vector<const DeviceBuffer*> arg_buffers(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool sole;
+    arg_buffers[i] = args[i]->replay_input(&sole).get();  // held by the argument
+  }
+  std::unordered_map<int64_t, StartTensor> start;
+  {
+    // Weak references only: the snapshot must not change the use counts donation reads.
+    std::vector<TensorImplPtr> live = internal::default_device().registry.snapshot();
+    for (const TensorImplPtr& t : live) start.emplace(t->id(), StartTensor{t});
+  }
+
+  std::vector<TensorImplPtr> outs;
+  ProgramCapture pc;
+  std::string executed;
+  std::vector<ReplayGuard> guards;
+  {
+    TraceScope scope(name_, full_graph_);
+    outs = body(args, frontend_data);
+    for (TensorImplPtr& o : outs) {
+      if (!o) throw ValueError("capture '" + name_ + "': the function returned an undefined tensor");
+      // A returned view becomes a tensor of its own, so every replay can return a new one.
+      if (o->state() == TensorState::View) o = TensorImpl::from_value(o->value());
+    }
+    step_barrier(false, true, CutReason::CompileRegionEnd, &pc);
+    // A replayed result has no autograd history; a traced one drops its own, so a backward
+    // outside the function fails the same way on every call.
+    for (const TensorImplPtr& o : outs) {
+      if (!start.count(o->id())) o->release_tape();
+    }
+    executed = current_region()->executed;
+    guards = std::move(scope.state.guards);
+  }
+
+  std::string why;
+  std::shared_ptr<CaptureRecord> rec;
+  if (!executed.empty()) {
+    why = "it executed something inside the function (" + executed +
+          "); a replay runs no Python, so such a function is traced on every call";
+  } else if (!pc.exe) {
+    why = "the function recorded no work";
+  } else {
+    rec = make_record(pc, args, copied, arg_buffers, start, outs, &why);
+  }
+  if (rec) {
+    rec->guards = std::move(guards);
+    rec->frontend_data = *frontend_data;
+    std::string diff = e.pending ? capture_difference(*e.pending, *rec) : "no earlier trace";
+    if (diff.empty()) {
+      e.active = std::move(rec);  // two traces agree: later calls replay
+      e.pending.reset();
+      e.mismatches = 0;
+      last_reason_.clear();
+    } else {
+      // The first calls may differ (state created on the first step); later differences are news.
+      if (++e.mismatches > 2) last_reason_ = "consecutive traces differ: " + diff;
+      e.pending = std::move(rec);
+    }
+  } else {
+    LZ_COUNTER("CaptureUnreplayable", 1);
+    e.pending.reset();
+    last_reason_ = std::move(why);
+  }
+  // The caller sees its own argument objects, not the copies made for views.
+  for (TensorImplPtr& o : outs) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (o == args[i]) o = user_args[i];
+    }
+  }
+  return outs;
+}
+
+namespace {
+
+// One replay of `rec`; false (and *why) when it must not run and the call should trace instead.
+bool replay(const CaptureRecord& rec, const std::string& name, std::vector<TensorImplPtr> args,
+            std::vector<TensorImplPtr>* outs, std::string* why) {
+  raise_pending_async_error();
+  std::vector<TensorImplPtr> src(rec.sources.size());
+  std::vector<TensorImplPtr> dst(rec.sinks.size());
+  for (size_t i = 0; i < rec.sinks.size(); ++i) {
+    const CaptureSink& s = rec.sinks[i];
+    if (s.kind == CaptureSink::Kind::State && !(dst[i] = s.tensor.lock())) {
+      *why = "a tensor the function updated or created during its trace no longer exists (a .grad "
+             "set to None, or state replaced, outside the function)";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < rec.sources.size(); ++i) {
+    const CaptureSource& s = rec.sources[i];
+    if (s.kind == CaptureSource::Kind::State && !(src[i] = s.tensor.lock())) {
+      *why = "a tensor the function reads no longer exists (replaced since the trace?)";
+      return false;
+    }
+  }
+  for (const ReplayGuard& g : rec.guards) {
+    if (!g.check()) {
+      *why = "a replay guard registered by the traced code refused (e.g. an optimizer setting changed "
+             "the shape of its update)";
+      return false;
+    }
+  }
+  if (RegionState* r = current_region(); r && r->full_graph) {
+    check_execution_allowed(CutReason::CaptureReplay, user_frames(1));
+  }
+  materialize_args(args);
+  for (size_t i = 0; i < rec.sources.size(); ++i) {
+    const CaptureSource& s = rec.sources[i];
+    if (s.kind == CaptureSource::Kind::Arg) src[i] = args[s.arg];
+  }
+  for (size_t i = 0; i < rec.sinks.size(); ++i) {
+    if (rec.sinks[i].kind == CaptureSink::Kind::Arg) dst[i] = args[rec.sinks[i].index];
+  }
+  // State updated outside the function since the last run (pending IR) is computed first.
+  std::vector<TensorImplPtr> pending;
+  for (const TensorImplPtr& t : src) {
+    if (t && t->state() == TensorState::IR) pending.push_back(t);
+  }
+  if (!pending.empty()) {
+    SyncConfig cfg;
+    cfg.barrier = true;
+    cfg.reason = CutReason::CompileRegionStart;
+    sync_tensors_graph(pending, cfg);
+  }
+
+  std::vector<BufferPtr> outputs(rec.root_types.size());
+  std::vector<std::pair<int, int>> donations;
+  {
+    auto lock = lock_executor();
+    std::vector<BufferPtr> params(rec.sources.size());
+    std::vector<bool> sole(rec.sources.size(), false);
+    for (size_t i = 0; i < rec.sources.size(); ++i) {
+      if (!src[i]) {
+        params[i] = rec.sources[i].constant;
+        continue;
+      }
+      bool s = false;
+      params[i] = src[i]->replay_input(&s);
+      sole[i] = s;
+      if (!params[i]) {
+        *why = "an input changed state while the replay started";
+        return false;
+      }
+    }
+    auto exec = std::make_shared<Execution>();
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      outputs[r] = std::make_shared<DeviceBuffer>(rec.root_types[r].first, rec.root_types[r].second, exec);
+    }
+    if (config().enable_param_aliasing) {
+      for (auto& [p, r] : rec.donations) {
+        if (sole[p] && src[p] && src[p] == dst[r]) donations.emplace_back(p, r);
+      }
+    }
+    for (size_t r = 0; r < dst.size(); ++r) {
+      if (dst[r]) dst[r]->replay_assign(outputs[r]);
+    }
+    // Only `params` (dropped below) and the sources' old data nodes hold the replaced buffers now;
+    // the scheduled task keeps their memory through the slots.
+    schedule_program(rec.exe, rec.hash, params, outputs, donations, exec);
+  }
+  if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
+  LZ_COUNTER("CaptureReplay", 1);
+
+  std::vector<TensorImplPtr> fresh(outputs.size());
+  outs->clear();
+  outs->reserve(rec.outputs.size());
+  for (const CaptureOutput& o : rec.outputs) {
+    switch (o.kind) {
+      case CaptureOutput::Kind::Root:
+        if (!fresh[o.index]) fresh[o.index] = TensorImpl::from_buffer(outputs[o.index]);
+        outs->push_back(fresh[o.index]);
+        break;
+      case CaptureOutput::Kind::Arg: outs->push_back(nullptr); break;  // the caller's own
+      case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed); break;
+    }
+  }
+  const Config& c = config();
+  if (c.debug > 0 || c.explain_recompiles || !c.save_graphs_file.empty()) {
+    CutRecord record;
+    record.reason = CutReason::CaptureReplay;
+    record.hash = rec.hash;
+    record.inputs = rec.sources.size();
+    record.outputs = rec.root_types.size();
+    record.name = name;
+    record.frames = user_frames(c.debug_max_frame);
+    report_execution(record);
+    cut_log().add(std::move(record));
+  } else {
+    CutRecord record;
+    record.reason = CutReason::CaptureReplay;
+    record.hash = rec.hash;
+    record.name = name;
+    cut_log().add(std::move(record));
+  }
+  finish_step(true, rec.hash);
+  return true;
+}
+
+}  // namespace
+
+std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& args, uint64_t extra_key,
+                                              const Body& body, std::shared_ptr<void>* frontend_data) {
+  if (capture_tracing()) throw Error("capture '" + name_ + "': a captured function called while another is traced");
+  Entry& e = entries_[signature(args, extra_key)];
+  if (e.active && !eager_mode()) {
+    std::vector<TensorImplPtr> outs;
+    std::string why;
+    if (replay(*e.active, name_, args, &outs, &why)) {
+      ++replays_;
+      *frontend_data = e.active->frontend_data;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (!outs[i]) outs[i] = args[e.active->outputs[i].index];
+      }
+      return outs;
+    }
+    // Traced again; if the new trace matches, replays resume at the next call.
+    LZ_COUNTER("CaptureReplayRefused", 1);
+    last_reason_ = std::move(why);
+    e.pending = std::move(e.active);
+  }
+  return trace(e, args, body, frontend_data);
+}
+
+Captured::Captured(Fn fn, std::string name, bool full_graph)
+    : fn_(std::move(fn)), cache_(std::make_shared<CaptureCache>(std::move(name), full_graph)) {}
+
+std::vector<Tensor> Captured::operator()(const std::vector<Tensor>& args) {
+  std::vector<TensorImplPtr> impls;
+  impls.reserve(args.size());
+  for (const Tensor& t : args) impls.push_back(t.impl());
+  std::shared_ptr<void> unused;
+  auto outs = cache_->call(impls, 0, [this](const std::vector<TensorImplPtr>& a, std::shared_ptr<void>*) {
+    std::vector<Tensor> in;
+    in.reserve(a.size());
+    for (const TensorImplPtr& t : a) in.emplace_back(t);
+    std::vector<TensorImplPtr> out;
+    for (const Tensor& t : fn_(in)) out.push_back(t.impl());
+    return out;
+  }, &unused);
+  std::vector<Tensor> res;
+  res.reserve(outs.size());
+  for (TensorImplPtr& t : outs) res.emplace_back(std::move(t));
+  return res;
+}
+
+int64_t Captured::traces() const { return cache_->traces(); }
+int64_t Captured::replays() const { return cache_->replays(); }
+std::string Captured::last_reason() const { return cache_->last_reason(); }
+
+}  // namespace lz
