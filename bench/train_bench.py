@@ -1,5 +1,7 @@
 """Training-step time: Lazuli against PyTorch eager, measured in the same run (alternating rounds,
 medians), plus the step's matrix FLOPs against numpy's float32 matmul rate on the same sizes.
+Lazuli runs the step two ways: traced every step and synced (plain lazy code), and as a captured
+step (lz.capture: traced until two traces agree, then replayed without Python).
 
   MLP 784-1024-1024-10, batch 256, float32, SGD   (target: no slower than PyTorch eager,
                                                      matrix products at >= 90% of sgemm)
@@ -30,7 +32,7 @@ except ImportError:
     torch = None
 
 
-def lazuli_trainer(sizes, batch):
+def lazuli_trainer(sizes, batch, capture=False):
     layers = []
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
@@ -43,11 +45,19 @@ def lazuli_trainer(sizes, batch):
     x = lz.tensor(rng.standard_normal((batch, sizes[0]), dtype=np.float32))
     y = lz.tensor(rng.integers(0, sizes[-1], batch))
 
-    def step():
+    def body(x, y):
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        return loss
+
+    if capture:
+        captured = lz.capture(body)
+        return (lambda: captured(x, y)), lz.wait
+
+    def step():
+        body(x, y)
         lz.sync()
     return step, lz.wait
 
@@ -72,8 +82,9 @@ def torch_trainer(sizes, batch):
 
 
 def time_steps(step, finish, n):
-    step()
-    finish()  # warm-up: compiles
+    for _ in range(3):  # warm-up: compiles, and a captured step's traces
+        step()
+    finish()
     t0 = time.perf_counter()
     for _ in range(n):
         step()
@@ -107,7 +118,8 @@ def sgemm_seconds(sizes, batch, reps=5):
 
 def compare(name, sizes, batch, steps, rounds):
     lz_step, lz_finish = lazuli_trainer(sizes, batch)
-    cands = [("lazuli", lz_step, lz_finish)]
+    cap_step, cap_finish = lazuli_trainer(sizes, batch, capture=True)
+    cands = [("lazuli", lz_step, lz_finish), ("lazuli captured", cap_step, cap_finish)]
     if torch is not None:
         t_step, t_finish = torch_trainer(sizes, batch)
         cands.append(("torch eager", t_step, t_finish))
@@ -117,9 +129,11 @@ def compare(name, sizes, batch, steps, rounds):
             samples[cname].append(time_steps(step, finish, steps))
     print(f"== {name}: batch {batch}, {steps} steps x {rounds} alternating rounds")
     base = statistics.median(samples["lazuli"])
+    ref = statistics.median(samples["torch eager"]) if torch is not None else None
     for cname, _, _ in cands:
         med = statistics.median(samples[cname])
-        print(f"   {cname:12s} {med * 1e3:9.2f} ms/step   (lazuli takes {base / med:5.2f}x this time)")
+        vs = f"   ({ref / med:5.2f}x as fast as torch eager)" if ref else ""
+        print(f"   {cname:16s} {med * 1e3:9.3f} ms/step{vs}")
     flops = matmul_flops(sizes, batch)
     sg = sgemm_seconds(sizes, batch)
     print(f"   matrix products: {flops / 1e9:.2f} GFLOP/step; numpy sgemm on the same sizes "

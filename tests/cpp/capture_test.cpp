@@ -1,0 +1,107 @@
+// lz::Captured (capture and replay, exec/capture.cpp) from C++: replays start once two traces
+// agree, read each call's arguments, write state in place, and give the values that running the
+// function again gives.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace lz {
+namespace {
+
+using Capture = testing::RuntimeTest;
+
+TEST_F(Capture, ReplaysAfterTwoMatchingTracesWithEachCallsArguments) {
+  Tensor w = tensor<float>({1, 2, 3}, {3});
+  Captured f([&w](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0] * w)}; }, "dot");
+  std::vector<Tensor> results;
+  for (int i = 0; i < 6; ++i) results.push_back(f({full({3}, static_cast<double>(i))})[0]);
+  EXPECT_EQ(f.traces(), 2);
+  EXPECT_EQ(f.replays(), 4);
+  EXPECT_EQ(counter("CaptureReplay"), 4);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(results[i].item<float>(), 6.0f * i) << i;
+}
+
+TEST_F(Capture, InPlaceStateUpdatesAreWrittenOnEveryReplay) {
+  Tensor acc = zeros({2});
+  sync_tensors({acc});
+  Captured add([&acc](const std::vector<Tensor>& a) {
+    acc.add_(a[0]);
+    return std::vector<Tensor>{};
+  });
+  for (int i = 1; i <= 5; ++i) add({full({2}, static_cast<double>(i))});
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{15, 15}));
+  EXPECT_EQ(add.replays(), 3);
+}
+
+TEST_F(Capture, ReplayedTrainingMatchesTracedTrainingExactly) {
+  auto train = [](bool capture) {
+    manual_seed(0);
+    nn::MLP model({4, 8, 3});
+    std::vector<Tensor> params = model.parameters();
+    Tensor x = randn({5, 4});
+    Tensor y = tensor<int64_t>({0, 1, 2, 1, 0}, {5});
+    sync_tensors({x, y});
+    auto step = [&](const std::vector<Tensor>& a) {
+      nn::zero_grad(params);
+      Tensor loss = nn::cross_entropy(model.forward(a[0]), a[1]);
+      backward(loss);
+      nn::sgd_step(params, 0.1);
+      return std::vector<Tensor>{loss};
+    };
+    Captured captured(step, "train");
+    std::vector<float> losses;
+    for (int i = 0; i < 6; ++i) {
+      Tensor loss = capture ? captured({x, y})[0] : step({x, y})[0];
+      if (!capture) sync();
+      losses.push_back(loss.item<float>());
+    }
+    if (capture) {
+      EXPECT_GE(captured.replays(), 3);
+    }
+    losses.push_back(params[0].to_vector<float>()[0]);
+    return losses;
+  };
+  EXPECT_EQ(train(true), train(false));
+}
+
+TEST_F(Capture, AValueReadInsideIsTracedEveryTimeWithTheReason) {
+  Captured f([](const std::vector<Tensor>& a) {
+    Tensor y = a[0] * 2.0;
+    (void)y.item<float>();
+    return std::vector<Tensor>{y};
+  });
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(f({full({}, static_cast<double>(i))})[0].item<float>(), 2.0f * i);
+  EXPECT_EQ(f.replays(), 0);
+  EXPECT_NE(f.last_reason().find("value-read"), std::string::npos) << f.last_reason();
+}
+
+TEST_F(Capture, FullGraphRaisesOnAValueReadAndTheRuntimeKeepsWorking) {
+  Captured f([](const std::vector<Tensor>& a) {
+    (void)(a[0] + 1.0).item<float>();  // computes: an execution inside
+    return std::vector<Tensor>{};
+  }, "strict", /*full_graph=*/true);
+  EXPECT_THROW(f({full({}, 1.0)}), UnexpectedExecutionError);
+  EXPECT_FLOAT_EQ(sum(ones({3})).item<float>(), 3.0f);
+}
+
+TEST_F(Capture, ANewShapeIsANewSignature) {
+  Captured f([](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0])}; });
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FLOAT_EQ(f({ones({2})})[0].item<float>(), 2.0f);
+    EXPECT_FLOAT_EQ(f({ones({5})})[0].item<float>(), 5.0f);
+  }
+  EXPECT_EQ(f.traces(), 4);
+  EXPECT_EQ(f.replays(), 2);
+}
+
+TEST_F(Capture, ADeadStateTensorMakesTheCallTraceAgain) {
+  auto w = std::make_shared<Tensor>(ones({2}));
+  Captured f([w](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * *w}; });
+  for (int i = 0; i < 3; ++i) f({ones({2})});
+  *w = full({2}, 3.0);  // the traced tensor is gone
+  EXPECT_EQ(f({ones({2})})[0].to_vector<float>(), (std::vector<float>{3, 3}));
+  EXPECT_NE(f.last_reason().find("no longer exists"), std::string::npos) << f.last_reason();
+}
+
+}  // namespace
+}  // namespace lz
