@@ -123,17 +123,25 @@ def compare(name, sizes, batch, steps, rounds):
     if torch is not None:
         t_step, t_finish = torch_trainer(sizes, batch)
         cands.append(("torch eager", t_step, t_finish))
+        # PyTorch on one thread too: for a small model it can beat its own threaded run, and the
+        # comparison is against PyTorch's better configuration.
+        cands.append(("torch eager 1t", t_step, t_finish))
     samples = {c[0]: [] for c in cands}
     for _ in range(rounds):
         for cname, step, finish in cands:
+            if torch is not None:
+                torch.set_num_threads(1 if cname.endswith("1t") else THREADS)
             samples[cname].append(time_steps(step, finish, steps))
-    print(f"== {name}: batch {batch}, {steps} steps x {rounds} alternating rounds")
+    print(f"== {name}: batch {batch}, {steps} steps x {rounds} alternating rounds (median [min-max])")
     base = statistics.median(samples["lazuli"])
-    ref = statistics.median(samples["torch eager"]) if torch is not None else None
+    ref = None
+    if torch is not None:
+        ref = min(statistics.median(samples["torch eager"]), statistics.median(samples["torch eager 1t"]))
     for cname, _, _ in cands:
         med = statistics.median(samples[cname])
-        vs = f"   ({ref / med:5.2f}x as fast as torch eager)" if ref else ""
-        print(f"   {cname:16s} {med * 1e3:9.3f} ms/step{vs}")
+        lo, hi = min(samples[cname]), max(samples[cname])
+        vs = f"   {ref / med:5.2f}x as fast as PyTorch's better median" if ref else ""
+        print(f"   {cname:16s} {med * 1e3:8.3f} ms/step [{lo * 1e3:.3f}-{hi * 1e3:.3f}]{vs}")
     flops = matmul_flops(sizes, batch)
     sg = sgemm_seconds(sizes, batch)
     print(f"   matrix products: {flops / 1e9:.2f} GFLOP/step; numpy sgemm on the same sizes "

@@ -1,12 +1,14 @@
 """Train an MLP classifier on the handwritten digits that ship with scikit-learn (8x8 images,
 10 classes, no download), with Lazuli's autograd, nn and optim.
 
-    /usr/bin/python3 examples/train_digits.py [--epochs N] [--optimizer sgd|adam] [--seed S]
+    /usr/bin/python3 examples/train_digits.py [--epochs N] [--optimizer sgd|adam] [--seed S] [--capture]
 
 Each training step records forward, backward and the optimizer update into one graph; the step
 barrier (lz.sync) compiles it once and replays it on every later step. The loss is read inside a
 step closure (after the barrier, so reading it never forces an extra execution) and shown every
-few steps. Deterministic under a fixed seed. Needs python3-sklearn and python3-tqdm (Debian).
+few steps. With --capture the step is an lz.capture function: once two traces agree, each step
+replays the compiled program without running the Python (docs/capture.md); the results are the
+same. Deterministic under a fixed seed. Needs python3-sklearn and python3-tqdm (Debian).
 """
 import argparse
 import os
@@ -15,7 +17,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")))
 import lazuli as lz  # noqa: E402
 from lazuli import nn  # noqa: E402
 
@@ -46,6 +48,7 @@ def main():
     ap.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--log-every", type=int, default=10, help="steps between loss readings")
+    ap.add_argument("--capture", action="store_true", help="replay the step with lz.capture")
     args = ap.parse_args()
 
     lz.manual_seed(args.seed)
@@ -58,6 +61,16 @@ def main():
     loss_fn = nn.CrossEntropyLoss()
     lz.sync_tensors(list(model.parameters()))  # materialize the initial weights
 
+    def train_step(xb, yb):
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        return loss
+
+    if args.capture:
+        train_step = lz.capture(train_step)  # each call ends with its own barrier
+
     bs = args.batch_size
     steps_per_epoch = len(x_train) // bs  # full batches only: one shape, one compiled program
     rng = np.random.default_rng(args.seed)
@@ -69,15 +82,14 @@ def main():
         for i in range(steps_per_epoch):
             idx = order[i * bs:(i + 1) * bs]
             xb, yb = lz.from_numpy(x_train[idx]), lz.from_numpy(y_train[idx])
-            opt.zero_grad()
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
+            loss = train_step(xb, yb)
             step = epoch * steps_per_epoch + i
             if step % args.log_every == 0:
                 # Read after the barrier: the value is already being computed, no extra run.
+                # (A captured step's barrier has passed; the closure runs at the next one.)
                 lz.add_step_closure(lambda v=loss: shown.__setitem__("loss", v.item()))
-            lz.sync()
+            if not args.capture:
+                lz.sync()
             bar.update(1)
             elapsed = time.perf_counter() - start
             bar.set_postfix(epoch=epoch + 1, loss=f"{shown['loss']:.4f}",
@@ -98,6 +110,9 @@ def main():
     print(f"metrics: compiles {d.counter_value('UncachedCompile')}, cached compiles "
           f"{d.counter_value('CachedCompile')}, compile time {compile_time * 1e3:.1f} ms, execute "
           f"time {execute_time:.2f} s, buffers donated {d.counter_value('InputOutputAliasCount')}")
+    if args.capture:
+        st = train_step.capture_stats()
+        print(f"capture: {st['traces']} traced steps, {st['replays']} replayed")
     return accuracy
 
 
