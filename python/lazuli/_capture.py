@@ -7,6 +7,7 @@ the new arguments: no Python of the function runs, no graph is recorded or hashe
 into tensors and back.
 """
 import functools
+import sys
 import warnings
 
 from . import _C
@@ -90,6 +91,8 @@ def capture(fn=None, *, full_graph=False, name=None):
         label = name or getattr(f, "__name__", "captured")
         cache = _C._CaptureCache(label, bool(full_graph))
         warned = set()
+        spec_ids = {}  # spec -> int: specs compared with ==, never by hash alone
+        next_id = [0]
 
         def body_for(spec):
             def body(targs):
@@ -97,6 +100,8 @@ def capture(fn=None, *, full_graph=False, name=None):
                 out = f(*args, **kwargs)
                 out_tensors = []
                 out_spec = _flatten(out, out_tensors)
+                _refuse_if_kept(out_tensors)
+                del out
                 return out_tensors, out_spec
             return body
 
@@ -105,7 +110,12 @@ def capture(fn=None, *, full_graph=False, name=None):
             tensors = []
             spec = _flatten((args, kwargs), tensors)
             try:
-                key = hash(spec) & 0xFFFFFFFFFFFFFFFF
+                key = spec_ids.get(spec)
+                if key is None:
+                    if len(spec_ids) >= 4096:  # never reused: the core's records age out by LRU
+                        spec_ids.clear()
+                    key = spec_ids[spec] = next_id[0]
+                    next_id[0] += 1
             except TypeError:
                 raise TypeError(f"capture '{label}': every non-tensor argument must be hashable (it is "
                                 f"part of the signature a replay is chosen by)") from None
@@ -125,6 +135,24 @@ def capture(fn=None, *, full_graph=False, name=None):
         return inner
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _refuse_if_kept(out_tensors):
+    """A returned tensor the function made and also kept (self.last = y; return y) would go stale:
+    replays return a new tensor and never write the kept one. Found by reference count: here only
+    the result structure, `out_tensors`, the loop variable and getrefcount's argument hold it; the
+    core refuses the trace if such a tensor is one the function made."""
+    for t in out_tensors:
+        occurrences = sum(1 for u in out_tensors if u is t)
+        if sys.getrefcount(t) > 2 * occurrences + 2:
+            _C._capture_note_kept(t)
+
+
+def _refuse_replay(reason):
+    """Called by traced library code whose Python effect a replay would skip (an LR scheduler
+    stepped inside the function): the trace is never replayed."""
+    if _C._capture_tracing():
+        _C._capture_refuse(reason)
 
 
 def _add_replay_guard(check, identity):

@@ -119,6 +119,8 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("last_reason", &lz::CaptureCache::last_reason)
       .def_property_readonly("name", &lz::CaptureCache::name);
   m.def("_capture_tracing", &lz::capture_tracing);
+  m.def("_capture_refuse", &lz::refuse_replay, py::arg("reason"));
+  m.def("_capture_note_kept", [](const lz::Tensor& t) { lz::note_kept_output(t.impl()); }, py::arg("tensor"));
   m.def("_capture_add_guard", [](py::function check, uint64_t identity) {
     std::shared_ptr<void> fn = hold_py(std::move(check));
     lz::add_replay_guard([fn] {

@@ -123,6 +123,13 @@ DeviceBuffer::DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> 
   slot_->producer = std::move(producer);
 }
 
+std::shared_ptr<DeviceBuffer> DeviceBuffer::copy_of(const DeviceBuffer& other) {
+  const std::shared_ptr<Storage>& src = other.wait();
+  auto st = std::make_shared<Storage>(other.nbytes());
+  if (other.nbytes()) std::memcpy(st->data(), src->data(), other.nbytes());
+  return std::make_shared<DeviceBuffer>(other.dtype(), other.shape(), std::move(st));
+}
+
 size_t DeviceBuffer::nbytes() const { return static_cast<size_t>(numel(shape_)) * dtype_size(dtype_); }
 
 const std::shared_ptr<Storage>& DeviceBuffer::wait() const {

@@ -67,6 +67,8 @@ class DeviceBuffer {
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> storage);
   // A placeholder filled by `producer` (the slot's storage is set before producer completes).
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer);
+  // A ready copy of `other`'s contents (waits for its producer; throws its error).
+  static std::shared_ptr<DeviceBuffer> copy_of(const DeviceBuffer& other);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -1,5 +1,6 @@
 #include "exec/capture.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,6 +26,8 @@ namespace {
 
 struct TraceState {
   std::vector<ReplayGuard> guards;
+  std::string refused;  // set by refuse_replay()
+  std::vector<TensorImplPtr> kept;  // note_kept_output()
 };
 thread_local TraceState* t_trace = nullptr;
 
@@ -112,11 +115,22 @@ struct TraceScope {
 // read from it on every replay.
 struct StartTensor {
   std::weak_ptr<TensorImpl> tensor;
+  bool had_grad = false;
 };
 
 }  // namespace
 
 bool capture_tracing() { return t_trace != nullptr; }
+
+void note_kept_output(TensorImplPtr t) {
+  if (!t_trace) throw Error("note_kept_output: no captured function is being traced on this thread");
+  t_trace->kept.push_back(std::move(t));
+}
+
+void refuse_replay(std::string reason) {
+  if (!t_trace) throw Error("refuse_replay: no captured function is being traced on this thread");
+  if (t_trace->refused.empty()) t_trace->refused = std::move(reason);
+}
 
 void add_replay_guard(std::function<bool()> check, uint64_t identity) {
   if (!t_trace) throw Error("add_replay_guard: no captured function is being traced on this thread");
@@ -143,6 +157,7 @@ std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
         break;
       case CaptureSource::Kind::State:
         if (!same_tensor(x.tensor, y.tensor)) return "input " + std::to_string(i) + " is read from a different tensor";
+        if (x.requires_grad != y.requires_grad) return "a tensor the function reads changed requires_grad";
         break;
       case CaptureSource::Kind::Const:
         if (!same_bytes(x.constant, y.constant)) {
@@ -158,12 +173,17 @@ std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
     bool same = x.kind == y.kind && x.index == y.index && x.created_in_trace == y.created_in_trace;
     // A tensor the function creates is a new object in every trace; one it updates is the same.
     if (same && x.kind == CaptureSink::Kind::State && !x.created_in_trace) same = same_tensor(x.tensor, y.tensor);
+    if (same && (x.grad_of.expired() != y.grad_of.expired() ||
+                 (!x.grad_of.expired() && !same_tensor(x.grad_of, y.grad_of)))) {
+      same = false;
+    }
     if (!same) return "output " + std::to_string(i) + " goes to a different tensor";
   }
   if (a.outputs.size() != b.outputs.size()) return "the function returns a different number of tensors";
   for (size_t i = 0; i < a.outputs.size(); ++i) {
     const CaptureOutput &x = a.outputs[i], &y = b.outputs[i];
-    if (x.kind != y.kind || x.index != y.index || x.fixed != y.fixed) {
+    if (x.kind != y.kind || x.index != y.index ||
+        (x.kind == CaptureOutput::Kind::Fixed && !same_tensor(x.fixed, y.fixed))) {
       return "returned tensor " + std::to_string(i) + " is a different one";
     }
   }
@@ -178,6 +198,7 @@ namespace {
 
 // Builds the record of one finished trace, or returns the reason it cannot be replayed.
 std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector<TensorImplPtr>& args,
+                                           const std::vector<TensorImplPtr>& user_args,
                                            const std::vector<bool>& copied,
                                            const std::vector<const DeviceBuffer*>& arg_buffers,
                                            const std::unordered_map<int64_t, StartTensor>& start,
@@ -208,6 +229,15 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
       if (!state_read.insert(b->owner_tensor_id).second) {
         *why = "the function reads two different values of one tensor that existed before the call";
         return nullptr;
+      }
+      TensorImplPtr t = s.tensor.lock();
+      s.requires_grad = t->requires_grad_flag();
+      for (size_t i = 0; i < user_args.size(); ++i) {
+        if (user_args[i] == t) {
+          *why = "argument " + std::to_string(i) + " is also reached through a global (or another "
+                 "object) inside the function; a replay with another argument would mix them up";
+          return nullptr;
+        }
       }
     } else {
       s.kind = CaptureSource::Kind::Const;
@@ -265,6 +295,24 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
       s.kind = CaptureSink::Kind::State;
       s.created_in_trace = !start.count(t->id());
       s.tensor = t;
+      for (size_t i = 0; i < user_args.size(); ++i) {
+        if (user_args[i] == t && args[i] != t) {
+          *why = "argument " + std::to_string(i) + " is also written through a global (or another "
+                 "object) inside the function; a replay with another argument would mix them up";
+          return nullptr;
+        }
+      }
+      if (s.created_in_trace) {
+        // The .grad of a leaf that had none at the call's start: kept through the leaf, so a
+        // zero_grad(set_to_none) outside the function does not stop replays.
+        for (const auto& [id, st] : start) {
+          TensorImplPtr leaf = st.tensor.lock();
+          if (leaf && !st.had_grad && leaf->grad() == t) {
+            s.grad_of = leaf;
+            break;
+          }
+        }
+      }
     }
     rec->sinks.push_back(std::move(s));
   }
@@ -281,21 +329,43 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   step_barrier(false, true, CutReason::CompileRegionStart);
   std::vector<TensorImplPtr> args = user_args;
   std::vector<bool> copied = materialize_args(args);
+  // The function gets copies of its arguments (except those that require grad: their .grad must
+  // reach the caller's tensor, and they are keyed by identity). A read through an argument is
+  // then told apart from a read of the same tensor through a global, and the trace's program can
+  // donate nothing the caller's tensor still holds.
+  for (size_t i = 0; i < args.size(); ++i) {
+    size_t first = i;
+    for (size_t j = 0; j < i; ++j) {
+      if (user_args[j] == user_args[i]) {
+        first = j;
+        break;
+      }
+    }
+    if (first != i) {
+      args[i] = args[first];
+    } else if (!copied[i] && !args[i]->requires_grad_flag()) {
+      bool sole;
+      args[i] = TensorImpl::from_buffer(DeviceBuffer::copy_of(*args[i]->replay_input(&sole)));
+    }
+  }
   std::vector<const DeviceBuffer*> arg_buffers(args.size());
+  std::vector<BufferPtr> arg_buffer_refs(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     bool sole;
-    arg_buffers[i] = args[i]->replay_input(&sole).get();  // held by the argument
+    arg_buffer_refs[i] = args[i]->replay_input(&sole);
+    arg_buffers[i] = arg_buffer_refs[i].get();
   }
+  arg_buffer_refs.clear();  // compared by address only; the copies hold them
   std::unordered_map<int64_t, StartTensor> start;
   {
     // Weak references only: the snapshot must not change the use counts donation reads.
     std::vector<TensorImplPtr> live = internal::default_device().registry.snapshot();
-    for (const TensorImplPtr& t : live) start.emplace(t->id(), StartTensor{t});
+    for (const TensorImplPtr& t : live) start.emplace(t->id(), StartTensor{t, t->grad() != nullptr});
   }
 
   std::vector<TensorImplPtr> outs;
   ProgramCapture pc;
-  std::string executed;
+  std::string executed, refused;
   std::vector<ReplayGuard> guards;
   {
     TraceScope scope(name_, full_graph_);
@@ -313,6 +383,24 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
     }
     executed = current_region()->executed;
     guards = std::move(scope.state.guards);
+    refused = std::move(scope.state.refused);
+    for (const TensorImplPtr& k : scope.state.kept) {
+      if (refused.empty() && !start.count(k->id())) {
+        refused = "the function returns a tensor it also keeps (an attribute, a list): a replay would "
+                  "return a new tensor and leave the kept one stale; return or keep a copy (clone())";
+      }
+    }
+  }
+  // Arguments the function wrote into: the caller's tensors take the new values.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == user_args[i] || (i > 0 && std::find(args.begin(), args.begin() + i, args[i]) != args.begin() + i)) continue;
+    BufferPtr now = args[i]->buffer();
+    if (now && now.get() == arg_buffers[i]) continue;  // not written
+    if (copied[i]) {
+      user_args[i]->set_value(args[i]->value());  // through the view, into its base
+    } else if (now) {
+      user_args[i]->replay_assign(now);
+    }
   }
 
   std::string why;
@@ -320,10 +408,12 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   if (!executed.empty()) {
     why = "it executed something inside the function (" + executed +
           "); a replay runs no Python, so such a function is traced on every call";
+  } else if (!refused.empty()) {
+    why = refused;
   } else if (!pc.exe) {
     why = "the function recorded no work";
   } else {
-    rec = make_record(pc, args, copied, arg_buffers, start, outs, &why);
+    rec = make_record(pc, args, user_args, copied, arg_buffers, start, outs, &why);
   }
   if (rec) {
     rec->guards = std::move(guards);
@@ -333,7 +423,6 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
       e.active = std::move(rec);  // two traces agree: later calls replay
       e.pending.reset();
       e.mismatches = 0;
-      last_reason_.clear();
     } else {
       // The first calls may differ (state created on the first step); later differences are news.
       if (++e.mismatches > 2) last_reason_ = "consecutive traces differ: " + diff;
@@ -361,19 +450,57 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   raise_pending_async_error();
   std::vector<TensorImplPtr> src(rec.sources.size());
   std::vector<TensorImplPtr> dst(rec.sinks.size());
+  std::vector<TensorImplPtr> grad_leaf(rec.sinks.size());
   for (size_t i = 0; i < rec.sinks.size(); ++i) {
     const CaptureSink& s = rec.sinks[i];
-    if (s.kind == CaptureSink::Kind::State && !(dst[i] = s.tensor.lock())) {
-      *why = "a tensor the function updated or created during its trace no longer exists (a .grad "
-             "set to None, or state replaced, outside the function)";
+    if (s.kind != CaptureSink::Kind::State) continue;
+    if (!s.grad_of.expired()) {
+      // A .grad made afresh at the trace: the leaf must have no grad now either (a grad left in
+      // place would be accumulated into by the function).
+      grad_leaf[i] = s.grad_of.lock();
+      if (!grad_leaf[i] || grad_leaf[i]->grad()) {
+        *why = "a leaf whose .grad the function created at its trace now has a .grad (zero_grad "
+               "no longer called?), so the function would accumulate into it";
+        return false;
+      }
+    } else if (!(dst[i] = s.tensor.lock())) {
+      *why = "a tensor the function updated or created during its trace no longer exists (state "
+             "replaced, or a .grad set to None, outside the function)";
       return false;
     }
   }
   for (size_t i = 0; i < rec.sources.size(); ++i) {
     const CaptureSource& s = rec.sources[i];
-    if (s.kind == CaptureSource::Kind::State && !(src[i] = s.tensor.lock())) {
+    if (s.kind != CaptureSource::Kind::State) continue;
+    if (!(src[i] = s.tensor.lock())) {
       *why = "a tensor the function reads no longer exists (replaced since the trace?)";
       return false;
+    }
+    if (src[i]->requires_grad_flag() != s.requires_grad) {
+      *why = "a tensor the function reads changed requires_grad since the trace";
+      return false;
+    }
+  }
+  for (const CaptureOutput& o : rec.outputs) {
+    if (o.kind == CaptureOutput::Kind::Fixed && o.fixed.expired()) {
+      *why = "a tensor the function returned no longer exists (replaced since the trace?)";
+      return false;
+    }
+  }
+  // An argument that is also a tensor the program reads or writes as state: the trace saw them
+  // as two tensors, so replaying would mix them up.
+  for (size_t a = 0; a < args.size(); ++a) {
+    for (const TensorImplPtr& t : src) {
+      if (t && t == args[a]) {
+        *why = "argument " + std::to_string(a) + " is a tensor the function also reads through a global";
+        return false;
+      }
+    }
+    for (const TensorImplPtr& t : dst) {
+      if (t && t == args[a]) {
+        *why = "argument " + std::to_string(a) + " is a tensor the function also writes through a global";
+        return false;
+      }
     }
   }
   for (const ReplayGuard& g : rec.guards) {
@@ -425,6 +552,12 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
         return false;
       }
     }
+    // One buffer read as two inputs (two tensors sharing it) is never donated.
+    for (size_t i = 0; i < params.size(); ++i) {
+      for (size_t j = i + 1; j < params.size(); ++j) {
+        if (params[i] == params[j]) sole[i] = sole[j] = false;
+      }
+    }
     auto exec = std::make_shared<Execution>();
     for (size_t r = 0; r < outputs.size(); ++r) {
       outputs[r] = std::make_shared<DeviceBuffer>(rec.root_types[r].first, rec.root_types[r].second, exec);
@@ -444,6 +577,9 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
   LZ_COUNTER("CaptureReplay", 1);
 
+  for (size_t r = 0; r < grad_leaf.size(); ++r) {
+    if (grad_leaf[r]) grad_leaf[r]->set_grad(TensorImpl::from_buffer(outputs[r]));
+  }
   std::vector<TensorImplPtr> fresh(outputs.size());
   outs->clear();
   outs->reserve(rec.outputs.size());
@@ -454,7 +590,7 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
         outs->push_back(fresh[o.index]);
         break;
       case CaptureOutput::Kind::Arg: outs->push_back(nullptr); break;  // the caller's own
-      case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed); break;
+      case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed.lock()); break;
     }
   }
   const Config& c = config();
@@ -484,15 +620,38 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
 std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& args, uint64_t extra_key,
                                               const Body& body, std::shared_ptr<void>* frontend_data) {
   if (capture_tracing()) throw Error("capture '" + name_ + "': a captured function called while another is traced");
-  Entry& e = entries_[signature(args, extra_key)];
+  uint64_t sig = signature(args, extra_key);
+  auto found = entries_.find(sig);
+  if (found == entries_.end()) {
+    if (entries_.size() >= kMaxSignatures) {
+      entries_.erase(recent_.back());
+      recent_.pop_back();
+      LZ_COUNTER("CaptureSignatureEvicted", 1);
+      last_reason_ = "more than " + std::to_string(kMaxSignatures) +
+                     " signatures (a Python argument, shape or requires-grad argument that changes "
+                     "on every call?); the least recent was dropped";
+    }
+    if (entries_.size() == kManySignatures) {
+      last_reason_ = std::to_string(kManySignatures) + " different signatures so far: a Python "
+                     "argument, a shape or an argument that requires grad changes from call to call, "
+                     "and each new one is traced";
+    }
+    recent_.push_front(sig);
+    found = entries_.emplace(sig, Entry{}).first;
+    found->second.recent = recent_.begin();
+  } else {
+    recent_.splice(recent_.begin(), recent_, found->second.recent);
+  }
+  Entry& e = found->second;
   if (e.active && !eager_mode()) {
     std::vector<TensorImplPtr> outs;
     std::string why;
     if (replay(*e.active, name_, args, &outs, &why)) {
       ++replays_;
+      last_reason_.clear();
       *frontend_data = e.active->frontend_data;
       for (size_t i = 0; i < outs.size(); ++i) {
-        if (!outs[i]) outs[i] = args[e.active->outputs[i].index];
+        if (e.active->outputs[i].kind == CaptureOutput::Kind::Arg) outs[i] = args[e.active->outputs[i].index];
       }
       return outs;
     }

@@ -31,6 +31,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -45,6 +46,7 @@ struct CaptureSource {
   enum class Kind : uint8_t { Arg, State, Const } kind = Kind::Const;
   int arg = -1;
   std::weak_ptr<internal::TensorImpl> tensor;  // State
+  bool requires_grad = false;                  // State: its flag at the trace (the graph depends on it)
   BufferPtr constant;                          // Const
 };
 
@@ -53,14 +55,17 @@ struct CaptureSink {
   int index = -1;                              // Arg: argument index; Returned: output slot
   bool created_in_trace = false;               // State: made by the function (a .grad, a moment)
   std::weak_ptr<internal::TensorImpl> tensor;  // State
+  // A .grad the function created for a leaf that had none when the call started (zero_grad
+  // outside the function): a replay needs the leaf's grad to be None again and sets a new one.
+  std::weak_ptr<internal::TensorImpl> grad_of;
 };
 
 // One returned tensor: a program root (fresh each replay), an argument, or a tensor that existed
-// before the call (returned as is).
+// before the call (returned as is, while it lives).
 struct CaptureOutput {
   enum class Kind : uint8_t { Root, Arg, Fixed } kind = Kind::Root;
   int index = -1;
-  internal::TensorImplPtr fixed;
+  std::weak_ptr<internal::TensorImpl> fixed;
 };
 
 struct ReplayGuard {
@@ -86,6 +91,12 @@ std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b);
 
 // Registers a guard with the trace running on this thread (an error outside a trace).
 void add_replay_guard(std::function<bool()> check, uint64_t identity);
+// Marks the trace running on this thread as never to be replayed, with the reason (library code
+// that knows its Python effect cannot be replayed: an LR scheduler stepped inside the function).
+void refuse_replay(std::string reason);
+// The frontend saw that a returned tensor is also held elsewhere (Python: by reference count); if
+// the function made it, the trace is never replayed (a replay would leave the kept one stale).
+void note_kept_output(internal::TensorImplPtr t);
 bool capture_tracing();
 
 // Per-function state: the records by signature, and what the last traces said.
@@ -117,13 +128,18 @@ class CaptureCache {
     std::shared_ptr<CaptureRecord> active;   // settled: replayed
     std::shared_ptr<CaptureRecord> pending;  // the last trace, waiting for a matching one
     int mismatches = 0;                      // traces that did not match the one before
+    std::list<uint64_t>::iterator recent;
   };
   std::vector<internal::TensorImplPtr> trace(Entry& e, const std::vector<internal::TensorImplPtr>& args,
                                              const Body& body, std::shared_ptr<void>* frontend_data);
 
+  static constexpr size_t kMaxSignatures = 64;  // records kept per function, least recent dropped
+  static constexpr size_t kManySignatures = 16;  // warn once: signatures churn
+
   std::string name_;
   bool full_graph_;
   std::unordered_map<uint64_t, Entry> entries_;
+  std::list<uint64_t> recent_;  // signatures, most recent first
   int64_t traces_ = 0, replays_ = 0;
   std::string last_reason_;
 };

@@ -60,8 +60,13 @@ ir::Value Device::rng_key_and_advance() {
 
 void Device::manual_seed(int64_t seed) {
   std::lock_guard<std::mutex> l(rng_mu_);
-  // A new device scalar of the same dtype and shape: the graph hash does not change.
-  rng_state_ = TensorImpl::from_buffer(seed_buffer(seed));
+  // New contents of the same dtype and shape: the graph hash does not change. The tensor object
+  // stays, so a captured step (exec/capture.cpp) that reads and advances the key keeps replaying.
+  if (rng_state_) {
+    rng_state_->replay_assign(seed_buffer(seed));
+  } else {
+    rng_state_ = TensorImpl::from_buffer(seed_buffer(seed));
+  }
 }
 
 Device& default_device() {

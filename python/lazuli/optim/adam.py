@@ -29,9 +29,9 @@ class Adam(Optimizer):
                 v["weight_decay"] = wd
         return v
 
-    def _update_group(self, group, params, hyper):
+    def _update_group(self, group_index, group, params, hyper):
         dtype = params[0].dtype
-        h64 = self._hyper(self.param_groups.index(group), _C.dtype.float64, "bias")
+        h64 = self._hyper(group_index, _C.dtype.float64, "bias")
         wd_t, decay = hyper.get("weight_decay"), hyper.get("decay")
         for p in params:
             state = self._state(p)

@@ -1,4 +1,7 @@
-"""Learning-rate schedules: they change group['lr'] between steps, which never recompiles."""
+"""Learning-rate schedules: they change group['lr'] between steps, which never recompiles.
+Step a schedule outside a captured function (lz.capture): inside, its Python would not run on
+replays, so such a function is never replayed."""
+from .._capture import _refuse_replay
 
 
 class LambdaLR:
@@ -14,6 +17,8 @@ class LambdaLR:
             g["lr"] = base * self.lr_lambda(self.last_epoch)
 
     def step(self):
+        _refuse_replay("an LR scheduler steps inside the function (a replay would not run it); "
+                       "call scheduler.step() outside the captured function")
         self.last_epoch += 1
         self._apply()
 

@@ -108,14 +108,14 @@ class Optimizer:
             for gi, group in enumerate(self.param_groups):
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
-                    self._update_group(group, params, self._hyper(gi, params[0].dtype))
+                    self._update_group(gi, group, params, self._hyper(gi, params[0].dtype))
         if _C._capture_tracing():
             traced = {gi: (tuple(self._hyper_values(g)), self._structure(g))
                       for gi, g in enumerate(self.param_groups)}
             _add_replay_guard(self._replay_guard(traced), id(self))
         return loss
 
-    def _update_group(self, group, params, hyper):
+    def _update_group(self, group_index, group, params, hyper):
         """Records the update of `params` (those with a grad) reading the scalars in `hyper`."""
         raise NotImplementedError
 

@@ -24,7 +24,7 @@ class SGD(Optimizer):
     def _structure(self, group):
         return (bool(group["nesterov"]),)
 
-    def _update_group(self, group, params, hyper):
+    def _update_group(self, group_index, group, params, hyper):
         lr = hyper["lr"]
         wd_t = hyper.get("weight_decay")
         mom_t = hyper.get("momentum")
