@@ -355,7 +355,8 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
     arg_buffer_refs[i] = args[i]->replay_input(&sole);
     arg_buffers[i] = arg_buffer_refs[i].get();
   }
-  arg_buffer_refs.clear();  // compared by address only; the copies hold them
+  // arg_buffer_refs lives to the end of the trace: the buffers are compared by address, which a
+  // buffer freed mid-trace (an argument overwritten by fill_) could otherwise hand to a new one.
   std::unordered_map<int64_t, StartTensor> start;
   {
     // Weak references only: the snapshot must not change the use counts donation reads.

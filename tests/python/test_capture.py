@@ -672,3 +672,17 @@ def test_many_signatures_warn_once():
     with pytest.warns(RuntimeWarning, match="different signatures"):
         for k in range(20):
             f(lz.ones(1), k)
+
+
+def test_argument_overwritten_without_being_read_is_written_back():
+    @lz.capture
+    def reset(x, v):
+        x.fill_(v)
+        return x
+
+    for i in range(5):
+        t = lz.tensor(np.arange(3, dtype=np.float32))
+        out = reset(t, 7.0)
+        np.testing.assert_array_equal(t.numpy(), np.full(3, 7.0))
+        assert out._id == t._id
+    assert reset.capture_stats()["replays"] == 3
