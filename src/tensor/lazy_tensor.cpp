@@ -212,15 +212,22 @@ ir::Value TensorImpl::pending_ir() {
 void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
+  // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
+  ir::Value tape = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
+  hold_buffer_locked(std::move(buffer));
+  tape_ = std::move(tape);
+}
+
+void TensorImpl::hold_buffer_locked(BufferPtr b) {
   state_ = TensorState::DeviceData;
-  buffer->owner_tensor_id = id_;
-  if (created_at_) buffer->created_at = created_at_;
-  buffer_ = std::move(buffer);
+  b->owner_tensor_id = id_;
+  if (created_at_) b->created_at = created_at_;
+  buffer_ = std::move(b);
   data_node_.reset();
   grad_leaf_node_.reset();
-  // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
-  tape_ = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
   ir_ = {};
+  host_.reset();
+  tape_ = {};
 }
 
 bool TensorImpl::requires_grad_flag() const {
@@ -276,15 +283,7 @@ BufferPtr TensorImpl::replay_input(bool* sole_owner) {
 void TensorImpl::replay_assign(BufferPtr b) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::View) throw Error("internal: a replay output assigned to a view");
-  state_ = TensorState::DeviceData;
-  b->owner_tensor_id = id_;
-  if (created_at_) b->created_at = created_at_;
-  buffer_ = std::move(b);
-  data_node_.reset();
-  grad_leaf_node_.reset();
-  ir_ = {};
-  host_.reset();
-  tape_ = {};
+  hold_buffer_locked(std::move(b));
 }
 
 void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {

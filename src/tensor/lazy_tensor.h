@@ -99,6 +99,8 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   ir::Value view_value_locked();
   ir::Value value_locked();
   void set_value_locked(ir::Value v);
+  // Device-data state holding `b` (owned by this tensor); every other state field cleared.
+  void hold_buffer_locked(BufferPtr b);
 
   int64_t id_ = 0;
   Device* device_ = nullptr;
