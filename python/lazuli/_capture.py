@@ -71,6 +71,16 @@ def _unflatten(spec, tensors):
     return kind(*values)  # a namedtuple
 
 
+_SPEC_OF_TENSORS = {}  # n -> the spec of f(t1, ..., tn) with tensors only (the common call)
+
+
+def _spec_of_tensors(n):
+    spec = _SPEC_OF_TENSORS.get(n)
+    if spec is None:
+        spec = _SPEC_OF_TENSORS[n] = (tuple, ((tuple, (_LEAF,) * n), (dict, (), ())))
+    return spec
+
+
 def capture(fn=None, *, full_graph=False, name=None):
     """Decorator: capture and replay. ``fn`` is traced (run as lazy code, one program per call)
     until two calls with the same input signature trace the same program; from then on a call with
@@ -107,8 +117,12 @@ def capture(fn=None, *, full_graph=False, name=None):
 
         @functools.wraps(f)
         def inner(*args, **kwargs):
-            tensors = []
-            spec = _flatten((args, kwargs), tensors)
+            if not kwargs and all(type(a) is _Tensor for a in args):  # the common call, fast
+                tensors = list(args)
+                spec = _spec_of_tensors(len(args))
+            else:
+                tensors = []
+                spec = _flatten((args, kwargs), tensors)
             try:
                 key = spec_ids.get(spec)
                 if key is None:

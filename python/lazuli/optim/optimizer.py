@@ -69,12 +69,15 @@ class Optimizer:
         """Settings that change the update's ops other than through _hyper_values' names."""
         return ()
 
-    def _hyper(self, group_index, dtype, kind="main"):
-        """The group's hyper-parameters as device scalars (refreshed from the Python values)."""
+    def _hyper(self, group_index, dtype, kind="main", values=None):
+        """The group's hyper-parameters as device scalars (refreshed from the Python values;
+        `values`: _hyper_values' result when the caller has it)."""
         group = self.param_groups[group_index]
         slots = self._hyper_slots.setdefault((group_index, dtype, kind), {})
         out = {}
-        for name, value in self._hyper_values(group, kind).items():
+        if values is None:
+            values = self._hyper_values(group, kind)
+        for name, value in values.items():
             slot = slots.get(name)
             if slot is None:
                 slots[name] = slot = [value, self._scalar(value, dtype)]
@@ -90,11 +93,14 @@ class Optimizer:
         def check():
             if len(self.param_groups) != len(traced):
                 return False
+            main = []
             for gi, group in enumerate(self.param_groups):
-                if traced[gi] != (tuple(self._hyper_values(group)), self._structure(group)):
+                values = self._hyper_values(group)
+                if traced[gi] != (tuple(values), self._structure(group)):
                     return False
+                main.append(values)
             for gi, dtype, kind in list(self._hyper_slots):
-                self._hyper(gi, dtype, kind)
+                self._hyper(gi, dtype, kind, main[gi] if kind == "main" else None)
             return True
         return check
 
