@@ -71,11 +71,14 @@ class CpuProgram final : public Executable {
         ptrs.clear();
         for (int v : s.inputs) ptrs.push_back(v < 0 ? nullptr : ptr[v]);
         ptrs.push_back(ptr[s.output]);
-        KernelFn fn = kernels_[s.kernel]->fn;
-        void* const* pp = ptrs.data();
-        const int64_t* args = s.args.data();
+        // One reference captured: the std::function holds it inline (no allocation per launch).
+        struct Launch {
+          KernelFn fn;
+          void* const* pp;
+          const int64_t* args;
+        } launch{kernels_[s.kernel]->fn, ptrs.data(), s.args.data()};
         runtime_pool().parallel_for(s.range, s.grain, s.align,
-                                    [fn, pp, args](int64_t b, int64_t e) { fn(b, e, pp, args); });
+                                    [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
         continue;
       }
       std::vector<interp::ConstArray> in;
