@@ -9,9 +9,6 @@
 
 #include "core/config.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 namespace lz {
 namespace {
@@ -20,35 +17,10 @@ namespace {
 // runs inline (any pool: a unit of pool A calling pool B whose unit calls A cannot deadlock).
 thread_local bool t_in_pool_task = false;
 
-constexpr int kPausesPerYield = 64;  // between clock reads; a yield lets a same-core peer run
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
 inline uint32_t generation_of(uint64_t word) { return static_cast<uint32_t>(word >> 32); }
 inline uint32_t remaining_of(uint64_t word) { return static_cast<uint32_t>(word); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Spins until done() or kSpinNs passed; true when done() became true.
-template <typename Done>
-bool spin_until(int64_t spin_ns, Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
-  for (int i = 1;; ++i) {
-    if (done()) return true;
-    if (i % kPausesPerYield == 0) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::yield();
-    } else {
-      cpu_relax();
-    }
-  }
-}
 
 }  // namespace
 

@@ -27,6 +27,7 @@
 //   `done_mu_` only the caller's sleep when its wait for other workers outlasts the spin.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -35,7 +36,37 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace lz {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins (pausing; every 64 pauses a clock read and a yield, so a same-core peer can run) until
+// done() or `spin_ns` passed; true when done() became true. For waits usually shorter than a
+// futex sleep and wake-up (the pool's workers, the device executor between a step's programs).
+template <typename Done>
+bool spin_until(int64_t spin_ns, Done done) {
+  constexpr int kPausesPerYield = 64;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    if (i % kPausesPerYield == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+  }
+}
 
 class ThreadPool {
  public:

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "core/thread_pool.h"
+
 namespace lz {
 
 DeviceExecutor::DeviceExecutor() : thread_([this] { loop(); }) {}
@@ -19,6 +21,7 @@ void DeviceExecutor::schedule(std::shared_ptr<Execution> exec, std::function<voi
   {
     std::lock_guard<std::mutex> l(mu_);
     queue_.emplace_back(std::move(exec), std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -58,6 +61,8 @@ void DeviceExecutor::forget_error_of(const Execution* exec) {
 }
 
 namespace {
+constexpr int64_t kIdleSpinNs = 50'000;
+
 // Programs still queued or running when the process exits finish first: otherwise exit() tears
 // down libraries (oneDNN's JIT state) under a running kernel.
 void drain_at_exit() { device_executor().wait_all(); }
@@ -66,12 +71,16 @@ void drain_at_exit() { device_executor().wait_all(); }
 void DeviceExecutor::loop() {
   for (;;) {
     std::pair<std::shared_ptr<Execution>, std::function<void()>> item;
+    // A step's next program (a replayed step's, above all) usually comes within microseconds:
+    // wait for it awake first, since sleeping and being woken costs more than a small program.
+    spin_until(kIdleSpinNs, [&] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stop_ and drained
       item = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
       busy_ = true;
     }
     item.second();  // completes item.first

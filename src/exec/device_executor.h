@@ -3,6 +3,7 @@
 // The first error of an asynchronous run is kept until take_error() hands it to the next wait or
 // sync (never lost, raised once).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -36,6 +37,7 @@ class DeviceExecutor {
  private:
   void loop();
 
+  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without mu_ (the idle spin)
   std::mutex mu_;  // guards queue_, busy_, stop_, error_, error_exec_
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
