@@ -141,6 +141,12 @@ def compare(name, sizes, batch, steps, rounds):
         med = statistics.median(samples[cname])
         lo, hi = min(samples[cname]), max(samples[cname])
         vs = f"   {ref / med:5.2f}x as fast as PyTorch's better median" if ref else ""
+        if ref and not cname.startswith("torch"):
+            # Each round's ratio against the better PyTorch time of the same round: a noisy
+            # period slows both sides of one round, so these medians move less than the times.
+            per_round = [min(t, t1) / mine for t, t1, mine in
+                         zip(samples["torch eager"], samples["torch eager 1t"], samples[cname])]
+            vs += f"; per round {statistics.median(per_round):.2f}x [{min(per_round):.2f}-{max(per_round):.2f}]"
         print(f"   {cname:16s} {med * 1e3:8.3f} ms/step [{lo * 1e3:.3f}-{hi * 1e3:.3f}]{vs}")
     flops = matmul_flops(sizes, batch)
     sg = sgemm_seconds(sizes, batch)
