@@ -2,7 +2,9 @@
 // with new inputs and no re-tracing (Python: lz.capture). See docs/capture.md for the contract:
 // what a replay reads (the arguments, and the tensors that existed before the call), what it
 // writes (tensors updated in place, tensors the function created and kept, returned tensors), and
-// what it never does (run the function's code again).
+// what it never does (run the function's code again). From C++, one check the Python frontend
+// makes is yours to keep: do not return a tensor the function also keeps elsewhere (a member, a
+// container); replays return a new tensor and would leave the kept one stale. Return a copy.
 #pragma once
 #include <cstdint>
 #include <functional>
