@@ -1,5 +1,6 @@
 // lazuli._C: module setup, error translation, dtypes, argument conversion and the Python
 // frame provider for call sites.
+#include <filesystem>
 #include <string>
 #include <unordered_map>
 
@@ -70,7 +71,10 @@ CodeInfo& code_info(PyCodeObject* code) {
     g_code_cache.clear();
   }
   std::string file = py::str(code->co_filename);
-  bool user = g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0;
+  // Compared normalized: a sys.path entry such as "examples/../python" names the package's files
+  // through "..", and they must still count as the library's.
+  std::string normal = std::filesystem::path(file).lexically_normal().string();
+  bool user = g_package_dir.empty() || normal.rfind(g_package_dir, 0) != 0;
   Py_INCREF(code);
   return g_code_cache.emplace(code, CodeInfo{user, std::move(file), std::string(py::str(code->co_name)), {}})
       .first->second;

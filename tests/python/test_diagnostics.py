@@ -296,3 +296,29 @@ def test_save_graphs_file_gets_every_cut(tmp_path):
     assert "cause user-sync" in text
     assert "exp(" in text
     assert "graph hash:" in text
+
+
+def test_library_frames_are_recognized_when_the_package_is_reached_through_dotdot(tmp_path):
+    # An example that puts "examples/../python" on sys.path: the package's own frames must not be
+    # taken for the user's call site.
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(lz.__file__)))
+    via_dotdot = os.path.join(pkg_parent, "..", os.path.basename(pkg_parent))
+    script = tmp_path / "user_script.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {via_dotdot!r})
+        import lazuli as lz
+        assert "/../" in lz.__file__, lz.__file__
+
+        @lz.capture
+        def f(x):
+            return x + 1
+
+        f(lz.ones(2))
+        print(lz.debug.recent_cuts()[0]["frames"][0][0])
+    """))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("user_script.py"), out.stdout
