@@ -28,17 +28,19 @@ _LEAF = _Leaf()
 
 class _Static:
     """A non-tensor leaf: compared and hashed with its type, so f(x, 1) and f(x, 1.0), which trace
-    different graphs, have different signatures."""
-    __slots__ = ("value",)
+    different graphs, have different signatures; unhashable values raise TypeError here."""
+    __slots__ = ("value", "key")
 
     def __init__(self, value):
         self.value = value
+        # Floats by their bits: 0.0 and -0.0 (equal, same hash) trace different graphs.
+        self.key = (type(value), value.hex() if isinstance(value, float) else value)
 
     def __eq__(self, other):
-        return isinstance(other, _Static) and type(self.value) is type(other.value) and self.value == other.value
+        return isinstance(other, _Static) and self.key == other.key
 
     def __hash__(self):
-        return hash((type(self.value), self.value))
+        return hash(self.key)
 
 
 def _flatten(obj, tensors):

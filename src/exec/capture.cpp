@@ -11,6 +11,7 @@
 #include "exec/compile_region.h"
 #include "exec/cut_record.h"
 #include "exec/debug_log.h"
+#include "exec/device_executor.h"
 #include "exec/graph_executor.h"
 #include "lazuli/capture.h"
 #include "lazuli/error.h"
@@ -173,8 +174,8 @@ std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
     bool same = x.kind == y.kind && x.index == y.index && x.created_in_trace == y.created_in_trace;
     // A tensor the function creates is a new object in every trace; one it updates is the same.
     if (same && x.kind == CaptureSink::Kind::State && !x.created_in_trace) same = same_tensor(x.tensor, y.tensor);
-    if (same && (x.grad_of.expired() != y.grad_of.expired() ||
-                 (!x.grad_of.expired() && !same_tensor(x.grad_of, y.grad_of)))) {
+    if (same && (x.is_grad != y.is_grad || x.grad_was_none != y.grad_was_none ||
+                 (x.is_grad && !same_tensor(x.grad_of, y.grad_of)))) {
       same = false;
     }
     if (!same) return "output " + std::to_string(i) + " goes to a different tensor";
@@ -254,6 +255,18 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
   // Returned tensors the function made are fresh on every replay; the rest are sinks kept in place.
   std::unordered_map<const TensorImpl*, int> root_of;
   for (size_t r = 0; r < pc.roots.size(); ++r) root_of[pc.roots[r].get()] = static_cast<int>(r);
+  // The .grad tensors the function created, by tensor: their leaves (one pass over the start).
+  struct GradOf {
+    std::weak_ptr<TensorImpl> leaf;
+    bool was_none;
+  };
+  std::unordered_map<const TensorImpl*, GradOf> grad_leaf_of;
+  for (const auto& [id, st] : start) {
+    TensorImplPtr leaf = st.tensor.lock();
+    if (!leaf) continue;
+    TensorImplPtr g = leaf->grad();
+    if (g && !start.count(g->id()) && root_of.count(g.get())) grad_leaf_of[g.get()] = {leaf, !st.had_grad};
+  }
   std::unordered_set<const TensorImpl*> returned;
   for (const TensorImplPtr& o : outs) {
     CaptureOutput out;
@@ -288,6 +301,13 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
         return nullptr;
       }
       s.kind = CaptureSink::Kind::Arg;
+    } else if (auto g = grad_leaf_of.find(t.get()); g != grad_leaf_of.end()) {
+      // A .grad the function made (returned too, perhaps): a new tensor on the leaf each replay.
+      s.kind = CaptureSink::Kind::State;
+      s.created_in_trace = true;
+      s.grad_of = g->second.leaf;
+      s.is_grad = true;
+      s.grad_was_none = g->second.was_none;
     } else if (returned.count(t.get())) {
       s.kind = CaptureSink::Kind::Returned;
       s.index = static_cast<int>(r);
@@ -300,17 +320,6 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
           *why = "argument " + std::to_string(i) + " is also written through a global (or another "
                  "object) inside the function; a replay with another argument would mix them up";
           return nullptr;
-        }
-      }
-      if (s.created_in_trace) {
-        // The .grad of a leaf that had none at the call's start: kept through the leaf, so a
-        // zero_grad(set_to_none) outside the function does not stop replays.
-        for (const auto& [id, st] : start) {
-          TensorImplPtr leaf = st.tensor.lock();
-          if (leaf && !st.had_grad && leaf->grad() == t) {
-            s.grad_of = leaf;
-            break;
-          }
         }
       }
     }
@@ -345,7 +354,16 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
       args[i] = args[first];
     } else if (!copied[i] && !args[i]->requires_grad_flag()) {
       bool sole;
-      args[i] = TensorImpl::from_buffer(DeviceBuffer::copy_of(*args[i]->replay_input(&sole)));
+      BufferPtr b = args[i]->replay_input(&sole);
+      BufferPtr copy;
+      try {
+        copy = DeviceBuffer::copy_of(*b);
+      } catch (...) {
+        // Raised here, at the call: not again at the next sync (as a value read does).
+        if (b->producer()) device_executor().forget_error_of(b->producer().get());
+        throw;
+      }
+      args[i] = TensorImpl::from_buffer(std::move(copy));
     }
   }
   std::vector<const DeviceBuffer*> arg_buffers(args.size());
@@ -395,6 +413,15 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   // Arguments the function wrote into: the caller's tensors take the new values.
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == user_args[i] || (i > 0 && std::find(args.begin(), args.begin() + i, args[i]) != args.begin() + i)) continue;
+    if (args[i]->requires_grad_flag()) {
+      // x.requires_grad_() inside (an input gradient): the caller's tensor gets the flag and the
+      // grad; its identity then matters, so such a function is not replayed.
+      if (refused.empty()) refused = "the function sets requires_grad on argument " + std::to_string(i);
+      if (!copied[i]) {
+        user_args[i]->set_requires_grad_flag(true);
+        user_args[i]->set_grad(args[i]->grad());
+      }
+    }
     BufferPtr now = args[i]->buffer();
     if (now && now.get() == arg_buffers[i]) continue;  // not written
     if (copied[i]) {
@@ -415,6 +442,25 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
     why = "the function recorded no work";
   } else {
     rec = make_record(pc, args, user_args, copied, arg_buffers, start, outs, &why);
+  }
+  if (rec) {
+    // A returned tensor someone holds a view of would go stale: replays return a new tensor.
+    std::unordered_set<const TensorImpl*> returned_roots;
+    for (const CaptureOutput& o : rec->outputs) {
+      if (o.kind == CaptureOutput::Kind::Root && !rec->sinks[o.index].is_grad) {
+        returned_roots.insert(pc.roots[o.index].get());
+      }
+    }
+    if (!returned_roots.empty()) {
+      for (const TensorImplPtr& t : internal::default_device().registry.snapshot()) {
+        TensorImplPtr base = t->state() == TensorState::View ? t->view_base() : nullptr;
+        if (base && returned_roots.count(base.get())) {
+          rec.reset();
+          why = "the function returns a tensor it also keeps a view of; return or keep a copy";
+          break;
+        }
+      }
+    }
   }
   if (rec) {
     rec->guards = std::move(guards);
@@ -455,11 +501,15 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   for (size_t i = 0; i < rec.sinks.size(); ++i) {
     const CaptureSink& s = rec.sinks[i];
     if (s.kind != CaptureSink::Kind::State) continue;
-    if (!s.grad_of.expired()) {
-      // A .grad made afresh at the trace: the leaf must have no grad now either (a grad left in
-      // place would be accumulated into by the function).
+    if (s.is_grad) {
       grad_leaf[i] = s.grad_of.lock();
-      if (!grad_leaf[i] || grad_leaf[i]->grad()) {
+      if (!grad_leaf[i]) {
+        *why = "a tensor whose .grad the function sets no longer exists";
+        return false;
+      }
+      // The leaf had no grad at the trace (zero_grad outside): with one now, the function would
+      // accumulate into it.
+      if (s.grad_was_none && grad_leaf[i]->grad()) {
         *why = "a leaf whose .grad the function created at its trace now has a .grad (zero_grad "
                "no longer called?), so the function would accumulate into it";
         return false;
@@ -578,10 +628,12 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
   LZ_COUNTER("CaptureReplay", 1);
 
-  for (size_t r = 0; r < grad_leaf.size(); ++r) {
-    if (grad_leaf[r]) grad_leaf[r]->set_grad(TensorImpl::from_buffer(outputs[r]));
-  }
   std::vector<TensorImplPtr> fresh(outputs.size());
+  for (size_t r = 0; r < grad_leaf.size(); ++r) {
+    if (!grad_leaf[r]) continue;
+    fresh[r] = TensorImpl::from_buffer(outputs[r]);  // also what a returned .grad returns
+    grad_leaf[r]->set_grad(fresh[r]);
+  }
   outs->clear();
   outs->reserve(rec.outputs.size());
   for (const CaptureOutput& o : rec.outputs) {

@@ -55,9 +55,13 @@ struct CaptureSink {
   int index = -1;                              // Arg: argument index; Returned: output slot
   bool created_in_trace = false;               // State: made by the function (a .grad, a moment)
   std::weak_ptr<internal::TensorImpl> tensor;  // State
-  // A .grad the function created for a leaf that had none when the call started (zero_grad
-  // outside the function): a replay needs the leaf's grad to be None again and sets a new one.
+  // A .grad the function created for this leaf: each replay sets a new tensor as the leaf's grad
+  // (as the function would), so grads kept from earlier calls keep their values.
   std::weak_ptr<internal::TensorImpl> grad_of;
+  bool is_grad = false;  // grad_of is set
+  // The leaf had no grad when the traced call started (zero_grad outside the function): a replay
+  // needs it to have none again (with one, the function would have accumulated into it).
+  bool grad_was_none = false;
 };
 
 // One returned tensor: a program root (fresh each replay), an argument, or a tensor that existed

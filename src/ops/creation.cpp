@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "exec/capture.h"
 #include "ops/frontend.h"
 #include "tensor/device.h"
 
@@ -138,6 +139,11 @@ Tensor randint(int64_t low, int64_t high, const IntList& shape, DType dtype) {
   return wrap(frontend::cast(v, dtype));
 }
 
-void manual_seed(int64_t seed) { internal::default_device().manual_seed(seed); }
+void manual_seed(int64_t seed) {
+  // The key tensor keeps its identity (a captured step reading it keeps replaying); a reseed inside
+  // a captured function would then be read as state, so such a function is not replayed.
+  if (capture_tracing()) refuse_replay("lz.manual_seed is called inside the function");
+  internal::default_device().manual_seed(seed);
+}
 
 }  // namespace lz

@@ -270,6 +270,11 @@ BufferPtr TensorImpl::buffer() {
   return state_ == TensorState::DeviceData ? buffer_ : nullptr;
 }
 
+std::shared_ptr<TensorImpl> TensorImpl::view_base() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return view_base_;
+}
+
 BufferPtr TensorImpl::replay_input(bool* sole_owner) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::Host) value_locked();  // the upload

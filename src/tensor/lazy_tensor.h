@@ -61,6 +61,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
 
+  // The base a view reads and writes through; null for a tensor that is not a view.
+  std::shared_ptr<TensorImpl> view_base() const;
+
   // Capture replay (exec/capture.cpp). The buffer a replay reads: a host tensor is uploaded
   // first; null unless the tensor then holds device data. *sole_owner: nothing but this tensor
   // can read the buffer later (no pending graph, view cache or other tensor), so a replay may

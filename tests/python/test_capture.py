@@ -691,3 +691,113 @@ def test_argument_overwritten_without_being_read_is_written_back():
         np.testing.assert_array_equal(t.numpy(), np.full(3, 7.0))
         assert out._id == t._id
     assert reset.capture_stats()["replays"] == 3
+
+
+# ---- found in the second review ----
+
+def test_manual_seed_inside_the_function_is_never_replayed():
+    def draws(capture):
+        def f(x):
+            lz.manual_seed(7)
+            return x + lz.rand(3)
+        g = lz.capture(f) if capture else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = []
+            for _ in range(5):
+                out.append(g(lz.zeros(3)).numpy().tolist())
+                lz.sync()
+        return out, (g.capture_stats() if capture else None)
+
+    plain, _ = draws(False)
+    captured, stats = draws(True)
+    assert captured == plain
+    assert stats["replays"] == 0 and "manual_seed" in stats["last_reason"]
+
+
+@pytest.mark.parametrize("zero_inside", [True, False])
+def test_returned_and_kept_grads_match_plain_python(zero_inside):
+    def run_it(capture):
+        w = lz.zeros(2).requires_grad_()
+
+        def f(x):
+            if zero_inside:
+                w.grad = None
+            (w * x).sum().backward()
+            return w.grad
+
+        g = lz.capture(f) if capture else f
+        returned, history = [], []
+        for i in range(5):
+            if not zero_inside:
+                w.grad = None
+            returned.append(g(lz.full((2,), float(i))))
+            history.append(w.grad)
+            lz.sync()
+        return [r.numpy().tolist() for r in returned], [h.numpy().tolist() for h in history], g
+
+    plain_r, plain_h, _ = run_it(False)
+    cap_r, cap_h, g = run_it(True)
+    assert cap_r == plain_r
+    assert cap_h == plain_h
+    assert g.capture_stats()["replays"] >= 2
+
+
+def test_returned_tensor_with_a_kept_view_is_never_replayed():
+    kept = {}
+
+    @lz.capture
+    def f(x):
+        y = x * 2
+        kept["head"] = y[0:1]
+        return y
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(4):
+            f(lz.full((3,), float(i)))
+            assert kept["head"].numpy().tolist() == [2.0 * i]
+    assert f.capture_stats()["replays"] == 0
+
+
+def test_requires_grad_set_on_an_argument_reaches_the_callers_tensor():
+    w = lz.tensor([1.0, -2.0, 3.0])
+
+    @lz.capture
+    def input_grad(x):
+        x.requires_grad_()
+        (x * w).sum().backward()
+        return x.grad
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            x = lz.ones(3)
+            g = input_grad(x)
+            assert x.requires_grad
+            assert x.grad.numpy().tolist() == [1.0, -2.0, 3.0]
+            assert g.numpy().tolist() == [1.0, -2.0, 3.0]
+    assert input_grad.capture_stats()["replays"] == 0
+
+
+def test_negative_zero_argument_is_its_own_signature():
+    @lz.capture
+    def f(x, z):
+        return x / z
+
+    for _ in range(3):
+        assert f(lz.ones(1), 0.0).numpy()[0] == np.inf
+    assert f(lz.ones(1), -0.0).numpy()[0] == -np.inf
+
+
+def test_failed_argument_raises_once_at_the_call():
+    @lz.capture
+    def f(x):
+        return x * 2
+
+    bad = lz.arange(3).index_select(0, lz.tensor([10]))  # fails when it runs
+    lz.sync()
+    with pytest.raises(lz.ExecutionError):
+        f(bad)
+    lz.sync()  # the error was reported at the call: not again here
+    np.testing.assert_array_equal(f(lz.ones(2)).numpy(), [2, 2])
