@@ -10,16 +10,15 @@
 namespace lzpy {
 namespace {
 
-// A Python callable kept by C++ code that may drop it without the GIL.
-struct PyCallable {
-  py::object fn;
-  py::tuple args;
-  ~PyCallable() {
+// A Python object kept by C++ code that may drop it from any thread, with or without the GIL
+// (step closures, capture records and their replay guards).
+template <typename T>
+std::shared_ptr<T> hold_py(T o) {
+  return std::shared_ptr<T>(new T(std::move(o)), [](T* p) {
     py::gil_scoped_acquire gil;
-    fn = py::object();
-    args = py::tuple();
-  }
-};
+    delete p;
+  });
+}
 
 void wait_all_interruptibly() {
   for (;;) {
@@ -49,14 +48,6 @@ void sync_impl(bool wait, bool reset_scope, lz::CutReason reason) {
   if (wait || lz::config().sync_wait) wait_all_interruptibly();
 }
 
-// A Python object kept by C++ code (a capture record) that may drop it from any thread.
-std::shared_ptr<void> hold_py(py::object o) {
-  return std::shared_ptr<void>(new py::object(std::move(o)), [](void* p) {
-    py::gil_scoped_acquire gil;
-    delete static_cast<py::object*>(p);
-  });
-}
-
 using lz::internal::TensorImplPtr;
 
 py::tuple capture_call(lz::CaptureCache& cache, const std::vector<lz::Tensor>& args, uint64_t key,
@@ -71,7 +62,7 @@ py::tuple capture_call(lz::CaptureCache& cache, const std::vector<lz::Tensor>& a
     py::tuple r = body(in);  // (tensors returned, the output structure)
     std::vector<TensorImplPtr> out;
     for (py::handle h : py::list(r[0])) out.push_back(h.cast<lz::Tensor>().impl());
-    *fd = hold_py(r[1]);
+    *fd = hold_py(py::object(r[1]));
     return out;
   }, &data);
   py::list res;
@@ -101,10 +92,10 @@ void bind_runtime(py::module_& m) {
   });
   m.def("add_step_closure", [](py::object fn, py::tuple args) {
           if (!PyCallable_Check(fn.ptr())) throw py::type_error("add_step_closure: fn must be callable");
-          auto c = std::make_shared<PyCallable>(PyCallable{fn, args});
+          auto c = hold_py(py::make_tuple(fn, args));
           lz::add_step_closure([c] {
             py::gil_scoped_acquire gil;
-            c->fn(*c->args);
+            (*c)[0](*py::tuple((*c)[1]));
           });
         }, py::arg("fn"), py::arg("args") = py::tuple());
   m.def("_region_enter", &lz::enter_region, py::arg("name"), py::arg("full_graph"), py::arg("max_graphs"),
@@ -122,10 +113,10 @@ void bind_runtime(py::module_& m) {
   m.def("_capture_refuse", &lz::refuse_replay, py::arg("reason"));
   m.def("_capture_note_kept", [](const lz::Tensor& t) { lz::note_kept_output(t.impl()); }, py::arg("tensor"));
   m.def("_capture_add_guard", [](py::function check, uint64_t identity) {
-    std::shared_ptr<void> fn = hold_py(std::move(check));
+    auto fn = hold_py(std::move(check));
     lz::add_replay_guard([fn] {
       py::gil_scoped_acquire gil;
-      py::object r = (*static_cast<py::object*>(fn.get()))();
+      py::object r = (*fn)();
       int truth = PyObject_IsTrue(r.ptr());
       if (truth < 0) throw py::error_already_set();
       return truth == 1;

@@ -32,6 +32,20 @@ struct TraceState {
 };
 thread_local TraceState* t_trace = nullptr;
 
+// The first index j <= i with v[j] == v[i]: one tensor passed as several arguments.
+size_t first_alias(const std::vector<TensorImplPtr>& v, size_t i) {
+  return static_cast<size_t>(std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) - v.begin());
+}
+
+// Computes these tensors' pending values before a call (cut reason compile-region-start).
+void sync_before_call(const std::vector<TensorImplPtr>& tensors) {
+  if (tensors.empty()) return;
+  SyncConfig cfg;
+  cfg.barrier = true;
+  cfg.reason = CutReason::CompileRegionStart;
+  sync_tensors_graph(tensors, cfg);
+}
+
 // The tensor part of a call's signature: dtype, shape and view-ness of each argument, which
 // arguments are the same tensor, and the identity of an argument that requires grad (its .grad is
 // one of the record's sinks). Grad mode too: it changes what the body records.
@@ -44,14 +58,7 @@ uint64_t signature(const std::vector<TensorImplPtr>& args, uint64_t extra_key) {
     h.add(t->dtype()).add<uint64_t>(t->shape().size());
     for (int64_t d : t->shape()) h.add(d);
     h.add(t->state() == TensorState::View);
-    size_t alias = i;
-    for (size_t j = 0; j < i; ++j) {
-      if (args[j] == t) {
-        alias = j;
-        break;
-      }
-    }
-    h.add<uint64_t>(alias);
+    h.add<uint64_t>(first_alias(args, i));
     if (t->requires_grad_flag()) h.add(t->id());
   }
   return h.digest().lo;
@@ -76,12 +83,7 @@ std::vector<bool> materialize_args(std::vector<TensorImplPtr>& args) {
       to_sync.push_back(args[i]);
     }
   }
-  if (!to_sync.empty()) {
-    SyncConfig cfg;
-    cfg.barrier = true;
-    cfg.reason = CutReason::CompileRegionStart;
-    sync_tensors_graph(to_sync, cfg);
-  }
+  sync_before_call(to_sync);
   return copied;
 }
 
@@ -343,13 +345,7 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   // then told apart from a read of the same tensor through a global, and the trace's program can
   // donate nothing the caller's tensor still holds.
   for (size_t i = 0; i < args.size(); ++i) {
-    size_t first = i;
-    for (size_t j = 0; j < i; ++j) {
-      if (user_args[j] == user_args[i]) {
-        first = j;
-        break;
-      }
-    }
+    size_t first = first_alias(user_args, i);
     if (first != i) {
       args[i] = args[first];
     } else if (!copied[i] && !args[i]->requires_grad_flag()) {
@@ -412,7 +408,7 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   }
   // Arguments the function wrote into: the caller's tensors take the new values.
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == user_args[i] || (i > 0 && std::find(args.begin(), args.begin() + i, args[i]) != args.begin() + i)) continue;
+    if (args[i] == user_args[i] || first_alias(user_args, i) != i) continue;
     if (args[i]->requires_grad_flag()) {
       // x.requires_grad_() inside (an input gradient): the caller's tensor gets the flag and the
       // grad; its identity then matters, so such a function is not replayed.
@@ -577,12 +573,7 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   for (const TensorImplPtr& t : src) {
     if (t && t->state() == TensorState::IR) pending.push_back(t);
   }
-  if (!pending.empty()) {
-    SyncConfig cfg;
-    cfg.barrier = true;
-    cfg.reason = CutReason::CompileRegionStart;
-    sync_tensors_graph(pending, cfg);
-  }
+  sync_before_call(pending);
 
   std::vector<BufferPtr> outputs(rec.root_types.size());
   std::vector<std::pair<int, int>> donations;
@@ -646,24 +637,17 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
       case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed.lock()); break;
     }
   }
-  const Config& c = config();
-  if (c.debug > 0 || c.explain_recompiles || !c.save_graphs_file.empty()) {
-    CutRecord record;
-    record.reason = CutReason::CaptureReplay;
-    record.hash = rec.hash;
-    record.inputs = rec.sources.size();
-    record.outputs = rec.root_types.size();
-    record.name = name;
-    record.frames = user_frames(c.debug_max_frame);
+  CutRecord record;
+  record.reason = CutReason::CaptureReplay;
+  record.hash = rec.hash;
+  record.inputs = rec.sources.size();
+  record.outputs = rec.root_types.size();
+  record.name = name;
+  if (config().debug > 0) {  // a replay never compiles: only the execution log shows it
+    record.frames = user_frames(config().debug_max_frame);
     report_execution(record);
-    cut_log().add(std::move(record));
-  } else {
-    CutRecord record;
-    record.reason = CutReason::CaptureReplay;
-    record.hash = rec.hash;
-    record.name = name;
-    cut_log().add(std::move(record));
   }
+  cut_log().add(std::move(record));
   finish_step(true, rec.hash);
   return true;
 }
