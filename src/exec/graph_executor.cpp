@@ -217,31 +217,34 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
                  const std::vector<std::pair<int, int>>& donations,
                  const std::shared_ptr<Execution>& exec) {
   try {
-    LZ_TIMED("ExecuteTime");
-    std::vector<const Storage*> ps;
-    ps.reserve(params.size());
-    for (const SlotPtr& p : params) {
-      if (p->producer && p->producer->error()) {
-        throw ExecutionError("an input of this program came from an execution that failed");
+    {
+      // The sample is taken before the completion: a reader woken by it may read the metrics.
+      LZ_TIMED("ExecuteTime");
+      std::vector<const Storage*> ps;
+      ps.reserve(params.size());
+      for (const SlotPtr& p : params) {
+        if (p->producer && p->producer->error()) {
+          throw ExecutionError("an input of this program came from an execution that failed");
+        }
+        if (p->donated.load(std::memory_order_acquire)) {
+          throw ExecutionError("an input of this program was donated to an earlier program");
+        }
+        ps.push_back(p->storage.get());
       }
-      if (p->donated.load(std::memory_order_acquire)) {
-        throw ExecutionError("an input of this program was donated to an earlier program");
+      Backend& backend = active_backend();
+      std::vector<std::shared_ptr<Storage>> outs(outputs.size());
+      for (auto& [p, r] : donations) outs[r] = params[p]->storage;
+      for (size_t r = 0; r < outputs.size(); ++r) {
+        if (outs[r]) continue;
+        const auto& [dt, shape] = root_types[r];
+        outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
       }
-      ps.push_back(p->storage.get());
+      std::vector<Storage*> raw(outs.size());
+      for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
+      exe->run(ps, raw);
+      for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
+      for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
     }
-    Backend& backend = active_backend();
-    std::vector<std::shared_ptr<Storage>> outs(outputs.size());
-    for (auto& [p, r] : donations) outs[r] = params[p]->storage;
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      if (outs[r]) continue;
-      const auto& [dt, shape] = root_types[r];
-      outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
-    }
-    std::vector<Storage*> raw(outs.size());
-    for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
-    exe->run(ps, raw);
-    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
-    for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
     exec->complete(nullptr);
   } catch (const std::exception& e) {
     auto err = std::make_exception_ptr(ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what()));
