@@ -7,7 +7,7 @@ import os as _os
 
 from . import _C
 from ._C import (  # noqa: F401  (the public names of API.md)
-    Tensor, Error, ExecutionError,
+    Tensor, Error, ExecutionError, OutOfMemoryError,
     from_numpy, zeros, ones, full, zeros_like, ones_like, full_like, arange, eye, rand, randn,
     randint, manual_seed, constant,
     exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu, erf, floor, ceil,

@@ -226,6 +226,10 @@ PYBIND11_MODULE(_C, m) {
   static py::exception<lz::ExecutionError> exec_error(m, "ExecutionError", error.ptr());
   static py::exception<lz::UnexpectedExecutionError> unexpected(m, "UnexpectedExecutionError", error.ptr());
   static py::exception<lz::TooManyGraphsError> too_many(m, "TooManyGraphsError", error.ptr());
+  // Both a lazuli error and Python's MemoryError: `except MemoryError` and `except lz.Error`
+  // (a RuntimeError, as PyTorch's out-of-memory errors are) both catch it.
+  py::tuple oom_bases = py::make_tuple(error, py::handle(PyExc_MemoryError));
+  static py::exception<lz::OutOfMemoryError> oom(m, "OutOfMemoryError", oom_bases);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -241,6 +245,11 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(unexpected.ptr(), e.what());
     } catch (const lz::TooManyGraphsError& e) {
       PyErr_SetString(too_many.ptr(), e.what());
+    } catch (const lz::OutOfMemoryError& e) {
+      PyErr_SetString(oom.ptr(), e.what());
+    } catch (const std::bad_alloc& e) {
+      // Lazuli's own allocations raise OutOfMemoryError naming their size; this is any other.
+      PyErr_SetString(oom.ptr(), (std::string("out of memory (") + e.what() + ")").c_str());
     } catch (const lz::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     } catch (const py::cast_error& e) {

@@ -143,7 +143,7 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("copy_", &Tensor::copy_, py::arg("src"))
       .def("zero_", &Tensor::zero_)
       .def("fill_", [](Tensor& a, const Operand& v) -> Tensor& {
-             return v.is_tensor() ? a.copy_(v.tensor()) : a.fill_(v.scalar());
+             return v.is_tensor() ? a.fill_(v.tensor()) : a.fill_(v.scalar());
            })
       .def("clamp_", [](Tensor& a, py::object min, py::object max) -> Tensor& {
              std::optional<lz::Scalar> lo, hi;

@@ -247,7 +247,16 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
     }
     exec->complete(nullptr);
   } catch (const std::exception& e) {
-    auto err = std::make_exception_ptr(ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what()));
+    std::string what = "execution of graph " + hash.hex() + " failed: " + e.what();
+    std::exception_ptr err;
+    // Out of memory stays OutOfMemoryError (Python: MemoryError), naming the program's outputs.
+    if (dynamic_cast<const OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e)) {
+      what += "; the program's outputs:";
+      for (const auto& [dt, shape] : root_types) what += " " + std::string(dtype_name(dt)) + shape_str(shape);
+      err = std::make_exception_ptr(OutOfMemoryError(what));
+    } else {
+      err = std::make_exception_ptr(ExecutionError(what));
+    }
     // Recorded before completing, so a reader woken by the completion can always forget it.
     device_executor().record_error(exec.get(), err);
     exec->complete(err);

@@ -21,6 +21,9 @@ ir::Value unary(ir::OpKind op, ir::Value x);
 // A number as an IR value of `dtype`: 0 and 1 are baked constants, any other value is a fresh
 // device scalar (a parameter), so changing it never changes the graph hash.
 ir::Value scalar_value(const Scalar& s, DType dtype);
+// Throws ValueError naming `op` when `s` does not convert to `dtype` without overflow (nan or
+// inf into an integer, 2**40 into int32, 1e300 into float32), as PyTorch's fill and full do.
+void check_fill_value(const char* op, const Scalar& s, DType dtype);
 ir::Value cast(ir::Value v, DType dtype);
 // Value of an operand converted to `dtype`.
 ir::Value operand_value(const Operand& o, DType dtype, const char* op);

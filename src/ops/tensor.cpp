@@ -266,8 +266,19 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_defined("fill_");
+  frontend::check_fill_value("fill_", value, dtype());
   impl_->set_value(frontend::broadcast_to(frontend::scalar_value(value, dtype()), shape()));
   return *this;
+}
+
+Tensor& Tensor::fill_(const Tensor& value) {
+  check_defined("fill_");
+  if (!value.defined()) throw ValueError("fill_: the value tensor is undefined");
+  if (value.dim() != 0) {  // as PyTorch: a tensor value is one number, never broadcast
+    throw ValueError(frontend::desc("fill_", *this) + ": the value must be a 0-dim tensor, got shape " +
+                     shape_str(value.shape()));
+  }
+  return copy_(value);
 }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
