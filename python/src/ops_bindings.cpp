@@ -187,6 +187,13 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   m.def("scatter_add", &lz::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   cls.def("scatter_add", &lz::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("_nonzero_flat", &nonzero_flat);
+  // Run-time errors name the op the user called (src/ir/origin.h): Python composites mark it.
+  m.def("_enter_user_op", [](const std::string& name) { return lz::ir::enter_user_op(name); });
+  m.def("_exit_user_op", [](bool outer) { lz::ir::exit_user_op(outer); });
+  // A host index's values checked at the line (negative values count from the end).
+  m.def("_check_index_bounds", [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative) {
+    lz::frontend::check_index_values(index, size, allow_negative, op.c_str());
+  }, py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true);
 
   // creation
   m.def("from_numpy", &from_numpy, py::arg("array"));

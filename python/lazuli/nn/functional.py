@@ -2,6 +2,7 @@
 come from the primitives' rules and they fuse like any other graph."""
 
 from .. import _C
+from .._origin import user_op
 
 
 def relu(x):
@@ -87,6 +88,7 @@ def _reduce(loss, reduction, name):
     raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+@user_op("nll_loss")
 def nll_loss(log_probs, target, reduction="mean"):
     """Negative log likelihood of log-probabilities [N, C] at class indices [N]."""
     if log_probs.ndim != 2 or target.ndim != 1 or target.shape[0] != log_probs.shape[0]:
@@ -94,10 +96,12 @@ def nll_loss(log_probs, target, reduction="mean"):
                          f"and {tuple(target.shape)}")
     if target.dtype not in (_C.dtype.int64, _C.dtype.int32):
         raise TypeError(f"nll_loss: target must hold class indices (int64), got {target.dtype}")
+    _C._check_index_bounds(target, log_probs.shape[1], "nll_loss", allow_negative=False)
     picked = _C.gather(log_probs, 1, target.unsqueeze(1)).reshape(-1)
     return _reduce(-picked, reduction, "nll_loss")
 
 
+@user_op("cross_entropy")
 def cross_entropy(logits, target, reduction="mean"):
     return nll_loss(log_softmax(logits, 1), target, reduction)
 
@@ -107,6 +111,7 @@ def mse_loss(input, target, reduction="mean"):  # noqa: A002  (PyTorch's spellin
     return _reduce(d * d, reduction, "mse_loss")
 
 
+@user_op("embedding")
 def embedding(indices, weight):
     flat = indices.reshape(-1)
     out = _C.index_select(weight, 0, flat)
