@@ -118,13 +118,20 @@ bool accepts(const std::string& t, py::handle h) {
     return h.is_none() || accepts(t.substr(9, t.size() - 10), h);
   }
   try {
-    if (t == "lazuli._C.Tensor") return make_caster<lz::Tensor>().load(h, true);
+    // (pybind11's class caster takes None, as a null pointer; a Tensor argument does not.)
+    if (t == "lazuli._C.Tensor") return py::isinstance<lz::Tensor>(h);
     if (t == "Tensor | number") return make_caster<lz::Operand>().load(h, true);
     if (t == "int") return make_caster<int64_t>().load(h, true);
     if (t == "float") return make_caster<double>().load(h, true);
     if (t == "bool") return make_caster<bool>().load(h, true);
     if (t == "str") return make_caster<std::string>().load(h, true);
-    if (t == "List[lazuli._C.Tensor]") return make_caster<std::vector<lz::Tensor>>().load(h, true);
+    if (t == "List[lazuli._C.Tensor]") {
+      if (!PySequence_Check(h.ptr()) || PyUnicode_Check(h.ptr())) return false;
+      for (py::handle e : h) {
+        if (!py::isinstance<lz::Tensor>(e)) return false;
+      }
+      return true;
+    }
     if (t == "List[int]") return make_caster<std::vector<int64_t>>().load(h, true);
     if (t == "lazuli._C.dtype") return make_caster<lz::DType>().load(h, true);
     if (t == "numpy.ndarray") return py::isinstance<py::array>(h);

@@ -279,3 +279,45 @@ def test_format_of_other_tensors_is_str_or_refuses_a_spec_as_pytorch():
     assert f"{t}" == str(t)
     assert format(lz.ones(2, 2), "") == str(lz.ones(2, 2))
     raises(TypeError, lambda: f"{t:.4f}", "'.4f'", "0-d", "(1,)")
+
+
+# ---- lz.nn.functional ---------------------------------------------------------------------------
+
+F = lz.nn.functional
+F_NAMES = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "dropout",
+           "layer_norm", "nll_loss", "cross_entropy", "mse_loss", "embedding"]
+
+
+@pytest.mark.parametrize("name", F_NAMES)
+def test_functional_argument_errors_name_the_function(name):
+    """Bad values in the first two positions: no AttributeError from deep inside, and the message
+    names the F function (or, for one-line wrappers, the primitive of the same name)."""
+    fn = getattr(F, name)
+    n_required = sum(1 for p in inspect.signature(fn).parameters.values() if p.default is p.empty)
+    good = [lz.ones(2, 3), lz.ones(3, 3)] if name != "embedding" else [lz.tensor([0, 1]), lz.ones(3, 3)]
+    if name in ("layer_norm", "softmax", "log_softmax", "dropout"):
+        good[1] = 3 if name == "layer_norm" else 1
+    if name in ("nll_loss", "cross_entropy"):
+        good[1] = lz.tensor([0, 1])
+    if name == "mse_loss":
+        good[1] = lz.ones(2, 3)
+    for pos in range(2):
+        for bad in BAD_VALUES:
+            args = good[:max(n_required, pos + 1)]
+            args[pos] = bad
+            try:
+                fn(*args)
+            except USER_ERRORS as e:
+                assert name in str(e), (name, args, str(e))
+                for p in PYBIND_PHRASES:
+                    assert p not in str(e)
+
+
+def test_functional_names_the_argument():
+    x = lz.ones(2, 3)
+    raises(TypeError, lambda: F.softmax(x, "a"), "F.softmax(): argument 'dim' must be int, not str")
+    raises(TypeError, lambda: F.linear(x, "w"), "F.linear(): argument 'weight' must be Tensor, not str")
+    raises(TypeError, lambda: F.dropout(x, "a"), "F.dropout(): argument 'p' must be a number")
+    raises(TypeError, lambda: F.cross_entropy(x, [1, 2]), "F.cross_entropy(): argument 'target'", "list")
+    raises(TypeError, lambda: F.layer_norm(x, 3, "w"), "F.layer_norm(): argument 'weight'")
+    assert F.layer_norm(x, np.int64(3)).shape == (2, 3)
