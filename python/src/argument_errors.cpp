@@ -99,11 +99,13 @@ std::vector<Param> parse_signature(const char* sig) {
 }
 
 std::string display_type(std::string t) {
-  if (starts_with(t, "Optional[") && t.back() == ']') return display_type(t.substr(9, t.size() - 10)) + " or None";
+  if (starts_with(t, "Optional[") && t.back() == ']')
+    return display_type(t.substr(9, t.size() - 10)) + " or None";
   if (t == "Tensor | number") return "Tensor or number";
   if (t == "List[lazuli._C.Tensor]") return "a list of Tensors";
   if (t == "List[int]") return "a list of ints";
-  if (t == "lazuli._C.dtype") return "a lazuli dtype (lz.float32, lz.float64, lz.int32, lz.int64, lz.bool)";
+  if (t == "lazuli._C.dtype")
+    return "a lazuli dtype (lz.float32, lz.float64, lz.int32, lz.int64, lz.bool)";
   for (std::string prefix : {"lazuli._C.debug.", "lazuli._C."}) {
     for (size_t at; (at = t.find(prefix)) != std::string::npos;) t.erase(at, prefix.size());
   }
@@ -199,7 +201,8 @@ std::string display_signature(const function_record* rec) {
 }
 
 // Why `rec` (one overload) refuses the call, or "" when no single argument is to blame.
-std::string blame(const function_record* rec, PyObject* args, PyObject* kwargs, const std::string& name) {
+std::string blame(const function_record* rec, PyObject* args, PyObject* kwargs,
+                  const std::string& name) {
   std::vector<Param> params = parse_signature(rec->signature);
   const int self_offset = rec->is_method ? 0 : 1;  // positions count from 1, not counting self
   std::vector<py::handle> bound(params.size());
@@ -228,7 +231,9 @@ std::string blame(const function_record* rec, PyObject* args, PyObject* kwargs, 
     while (PyDict_Next(kwargs, &pos, &k, &v)) {
       std::string key = py::str(k);
       size_t j = 0;
-      while (j < params.size() && (params[j].name != key || params[j].var_args || params[j].var_kwargs)) ++j;
+      while (j < params.size() &&
+             (params[j].name != key || params[j].var_args || params[j].var_kwargs))
+        ++j;
       if (j == params.size()) {
         if (var_kwargs) continue;
         return name + "() got an unexpected keyword argument '" + key + "'";
@@ -262,7 +267,8 @@ std::string blame(const function_record* rec, PyObject* args, PyObject* kwargs, 
           ++i;
         }
       }
-      return name + "(): " + argument_words(p, position[j]) + " must be " + display_type(p.type) + ", " + found;
+      return name + "(): " + argument_words(p, position[j]) + " must be " + display_type(p.type) +
+             ", " + found;
     }
   }
   return "";
@@ -284,7 +290,8 @@ std::string incompatible_arguments(const function_record* chain, PyObject* args,
 
 // pybind11's "Unable to cast Python instance of type <class 'X'> to C++ type ..." names the type;
 // the argument holding a value of that type is the one to blame.
-std::string cast_failure(const function_record* rec, PyObject* args, PyObject* kwargs, const std::string& msg) {
+std::string cast_failure(const function_record* rec, PyObject* args, PyObject* kwargs,
+                         const std::string& msg) {
   std::string name = function_name(rec);
   size_t at = msg.find("of type <class '");
   if (at == std::string::npos) return name + "(): " + msg;
@@ -294,13 +301,16 @@ std::string cast_failure(const function_record* rec, PyObject* args, PyObject* k
   const int self_offset = rec->is_method ? 0 : 1;
   auto same_type = [&](PyObject* v) {
     std::string t = Py_TYPE(v)->tp_name;
-    return t == type || (type.size() > t.size() && type.compare(type.size() - t.size(), t.size(), t) == 0);
+    return t == type ||
+           (type.size() > t.size() && type.compare(type.size() - t.size(), t.size(), t) == 0);
   };
   for (Py_ssize_t i = rec->is_method ? 1 : 0; i < PyTuple_GET_SIZE(args); ++i) {
     if (!same_type(PyTuple_GET_ITEM(args, i))) continue;
     Param p;
-    if (static_cast<size_t>(i) < params.size() && !params[i].var_args) p = params[i];
-    else p.name = "arg";
+    if (static_cast<size_t>(i) < params.size() && !params[i].var_args)
+      p = params[i];
+    else
+      p.name = "arg";
     return name + "(): " + argument_words(p, static_cast<int>(i) + self_offset) +
            " has an unsupported type: " + type;
   }
@@ -321,7 +331,8 @@ std::string cast_failure(const function_record* rec, PyObject* args, PyObject* k
 std::string first_tensor_dtype(PyObject* args) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) {
     py::handle h = PyTuple_GET_ITEM(args, i);
-    if (py::isinstance<lz::Tensor>(h)) return std::string(lz::dtype_name(h.cast<lz::Tensor>().dtype()));
+    if (py::isinstance<lz::Tensor>(h))
+      return std::string(lz::dtype_name(h.cast<lz::Tensor>().dtype()));
   }
   return "";
 }
@@ -329,8 +340,8 @@ std::string first_tensor_dtype(PyObject* args) {
 void rewrite_error(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
-  const bool ours = type == PyExc_TypeError || type == PyExc_ValueError || type == PyExc_IndexError ||
-                    type == PyExc_OverflowError;
+  const bool ours = type == PyExc_TypeError || type == PyExc_ValueError ||
+                    type == PyExc_IndexError || type == PyExc_OverflowError;
   auto* rec = static_cast<const function_record*>(
       ours ? PyCapsule_GetPointer(self, py::detail::get_function_record_capsule_name()) : nullptr);
   if (!rec) {
@@ -416,7 +427,8 @@ void reroute_all(py::handle module) {
       // Submodules of lazuli._C only (lz.debug): never a module imported into it.
       if (starts_with(PyModule_GetName(value.ptr()), "lazuli._C.")) reroute_all(value);
     } else if (PyType_Check(value.ptr())) {
-      py::dict members = py::reinterpret_borrow<py::dict>(reinterpret_cast<PyTypeObject*>(value.ptr())->tp_dict);
+      py::dict members =
+          py::reinterpret_borrow<py::dict>(reinterpret_cast<PyTypeObject*>(value.ptr())->tp_dict);
       for (auto [k, member] : members) {
         std::string key = py::str(k);
         reroute(member, key.c_str());

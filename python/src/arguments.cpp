@@ -2,9 +2,9 @@
 // when pybind11 itself refuses a call.
 //
 // Converters say which argument and what it should be: "argument 'dim' must be int or tuple of
-// ints, not str". Every function of lazuli._C goes through `dispatch` (install_argument_errors swaps
-// it in for pybind11's dispatcher once all bindings exist); after a failed call it prefixes such
-// messages with the function ("lz.sum(): "), and rewrites pybind11's "incompatible function
+// ints, not str". Every function of lazuli._C goes through `dispatch` (install_argument_errors
+// swaps it in for pybind11's dispatcher once all bindings exist); after a failed call it prefixes
+// such messages with the function ("lz.sum(): "), and rewrites pybind11's "incompatible function
 // arguments" (the whole signature) and "Unable to cast Python instance" into the same form, found
 // from the signature and the arguments of the call. A call that succeeds pays one C call.
 #include <climits>
@@ -38,9 +38,18 @@ bool type_caster<lz::Operand>::load(handle src, bool convert) {
   py::object o = py::reinterpret_borrow<py::object>(src);
   if (py::hasattr(o, "dtype") && py::hasattr(o, "ndim") && o.attr("ndim").cast<int>() == 0) {
     std::string kind = py::str(o.attr("dtype").attr("kind"));
-    if (kind == "b") { value = lz::Operand(o.cast<bool>()); return true; }
-    if (kind == "i" || kind == "u") { value = lz::Operand(static_cast<long long>(lzpy::int_arg(o, nullptr))); return true; }
-    if (kind == "f") { value = lz::Operand(o.cast<double>()); return true; }
+    if (kind == "b") {
+      value = lz::Operand(o.cast<bool>());
+      return true;
+    }
+    if (kind == "i" || kind == "u") {
+      value = lz::Operand(static_cast<long long>(lzpy::int_arg(o, nullptr)));
+      return true;
+    }
+    if (kind == "f") {
+      value = lz::Operand(o.cast<double>());
+      return true;
+    }
     return false;
   }
   if (PyIndex_Check(src.ptr())) {
@@ -71,7 +80,8 @@ bool int_like(py::handle h) {
   if (PyLong_Check(o)) return !PyBool_Check(o);
   // PyTorch refuses bools and floats where it wants an int; numpy integers and 0-d integer
   // tensors convert through __index__.
-  return !PyFloat_Check(o) && PyIndex_Check(o) && std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool_") != 0;
+  return !PyFloat_Check(o) && PyIndex_Check(o) &&
+         std::strcmp(Py_TYPE(o)->tp_name, "numpy.bool_") != 0;
 }
 
 [[noreturn]] void int_list_error(const char* arg, const char* expected, py::handle h, size_t i) {
@@ -163,12 +173,14 @@ lz::DType dtype_arg(const py::object& dt, lz::DType fallback, const char* arg) {
   if (py::isinstance<lz::DType>(dt)) return dt.cast<lz::DType>();
   raise(PyExc_TypeError, arg_words(arg) +
                              " must be a lazuli dtype (lz.float32, lz.float64, lz.int32, lz.int64, "
-                             "lz.bool), not " + std::string(py::repr(dt)));
+                             "lz.bool), not " +
+                             std::string(py::repr(dt)));
 }
 
 lz::Operand operand_arg(py::handle h, const char* arg) {
   py::detail::make_caster<lz::Operand> c;
-  if (!c.load(h, true)) raise(PyExc_TypeError, arg_words(arg) + " must be Tensor or number, not " + type_name(h));
+  if (!c.load(h, true))
+    raise(PyExc_TypeError, arg_words(arg) + " must be Tensor or number, not " + type_name(h));
   return py::detail::cast_op<lz::Operand>(c);
 }
 
@@ -181,20 +193,23 @@ lz::Scalar number_arg(py::handle h, const char* arg) {
 }
 
 lz::Tensor tensor_arg(py::handle h, const char* arg) {
-  if (!py::isinstance<lz::Tensor>(h)) raise(PyExc_TypeError, arg_words(arg) + " must be Tensor, not " + type_name(h));
+  if (!py::isinstance<lz::Tensor>(h))
+    raise(PyExc_TypeError, arg_words(arg) + " must be Tensor, not " + type_name(h));
   return h.cast<lz::Tensor>();
 }
 
 std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg) {
   if (py::isinstance<lz::Tensor>(h)) return {h.cast<lz::Tensor>()};
   if (!is_int_sequence_container(h)) {
-    raise(PyExc_TypeError, arg_words(arg) + " must be a Tensor or a list of Tensors, not " + type_name(h));
+    raise(PyExc_TypeError,
+          arg_words(arg) + " must be a Tensor or a list of Tensors, not " + type_name(h));
   }
   std::vector<lz::Tensor> out;
   size_t i = 0;
   for (py::handle e : h) {
     if (!py::isinstance<lz::Tensor>(e)) {
-      raise(PyExc_TypeError, arg_words(arg) + " must be a list of Tensors, but found element of type " +
+      raise(PyExc_TypeError, arg_words(arg) +
+                                 " must be a list of Tensors, but found element of type " +
                                  type_name(e) + " at pos " + std::to_string(i));
     }
     out.push_back(e.cast<lz::Tensor>());

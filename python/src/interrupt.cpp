@@ -32,7 +32,9 @@ void on_sigint(int sig, siginfo_t* info, void* context) {
   }
 }
 
-bool is_ours(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == &on_sigint; }
+bool is_ours(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == &on_sigint;
+}
 
 uint64_t begin_compile() {
   // Another thread's compile runs to its end: Python handles the signal in the main thread.
@@ -40,8 +42,9 @@ uint64_t begin_compile() {
   struct sigaction current;
   if (sigaction(SIGINT, nullptr, &current) != 0) return 0;
   if (!is_ours(current)) {
-    bool handled = (current.sa_flags & SA_SIGINFO) ? current.sa_sigaction != nullptr
-                                                   : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
+    bool handled = (current.sa_flags & SA_SIGINFO)
+                       ? current.sa_sigaction != nullptr
+                       : current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN;
     if (!handled) return 0;  // SIG_DFL ends the process anyway; SIG_IGN means no interrupt
     g_previous = current;
     struct sigaction ours = current;
@@ -67,7 +70,8 @@ void end_compile(uint64_t) {
 }  // namespace
 
 void install_compile_interrupt(py::module_&) {
-  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  g_main_thread =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   lz::cpu::set_compile_interrupt_hook({&begin_compile, &poll_compile, &end_compile});
   // Registered after the module's translator, so it is tried first.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -77,8 +81,9 @@ void install_compile_interrupt(py::module_&) {
       // Python's handler runs now (KeyboardInterrupt by default); a handler that does not
       // raise still gets an error: the compile was abandoned.
       if (PyErr_CheckSignals() != 0) return;
-      PyErr_SetString(py::module_::import("lazuli._C").attr("Error").ptr(),
-                      (std::string(e.what()) + " by SIGINT (the signal handler did not raise)").c_str());
+      PyErr_SetString(
+          py::module_::import("lazuli._C").attr("Error").ptr(),
+          (std::string(e.what()) + " by SIGINT (the signal handler did not raise)").c_str());
     }
   });
 }
