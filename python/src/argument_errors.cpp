@@ -294,7 +294,10 @@ std::string cast_failure(const function_record* rec, PyObject* args, PyObject* k
                          const std::string& msg) {
   std::string name = function_name(rec);
   size_t at = msg.find("of type <class '");
-  if (at == std::string::npos) return name + "(): " + msg;
+  if (at == std::string::npos) {  // pybind11 built without detailed messages: no type named
+    return name + "(): an argument has the wrong type; got " +
+           call_types(args, kwargs, rec->is_method);
+  }
   at += std::strlen("of type <class '");
   std::string type = msg.substr(at, msg.find('\'', at) - at);
   std::vector<Param> params = parse_signature(rec->signature);

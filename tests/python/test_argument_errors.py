@@ -152,6 +152,14 @@ def test_casts_inside_bindings_name_the_argument():
     raises(TypeError, lambda: lz.zeros(2, dtype="float32"), "lz.zeros(): argument 'dtype'", "'float32'")
 
 
+def test_a_cast_left_inside_a_binding_names_the_function_and_the_call():
+    """The fallback for a cast no converter guards (pybind11's "Unable to cast Python instance")."""
+    before = lz.debug._get_config("debug")
+    raises(TypeError, lambda: lz.debug._set_config("debug", "x"),
+           "lz.debug._set_config(): an argument has the wrong type; got (str, str)")
+    assert lz.debug._get_config("debug") == before
+
+
 def test_autograd_arguments_name_themselves():
     w = lz.ones(2).requires_grad_()
     raises(TypeError, lambda: setattr(w, "grad", [1.0, 2.0]), "argument 'grad' must be Tensor, not list")
