@@ -198,8 +198,11 @@ lz::Tensor tensor_arg(py::handle h, const char* arg) {
   return h.cast<lz::Tensor>();
 }
 
-std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg) {
-  if (py::isinstance<lz::Tensor>(h)) return {h.cast<lz::Tensor>()};
+std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg, bool one_tensor_ok) {
+  if (py::isinstance<lz::Tensor>(h)) {
+    if (one_tensor_ok) return {h.cast<lz::Tensor>()};
+    raise(PyExc_TypeError, arg_words(arg) + " must be a list or tuple of Tensors, not Tensor");
+  }
   if (!is_int_sequence_container(h)) {
     raise(PyExc_TypeError,
           arg_words(arg) + " must be a Tensor or a list of Tensors, not " + type_name(h));

@@ -46,7 +46,8 @@ lz::DType dtype_arg(const py::object& dt, lz::DType fallback, const char* arg = 
 lz::Operand operand_arg(py::handle h, const char* arg);
 lz::Scalar number_arg(py::handle h, const char* arg);  // a number, not a tensor
 lz::Tensor tensor_arg(py::handle h, const char* arg);
-std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg);  // a tensor or a list of them
+// A list or tuple of tensors (or one tensor, when one_tensor_ok).
+std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg, bool one_tensor_ok = false);
 // Routes every function of `m` (and its submodules and classes) through the dispatcher that
 // names the function and the argument in argument errors. Called once all bindings exist.
 void install_argument_errors(py::module_& m);

@@ -251,9 +251,12 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("_slice", [](const Tensor& x, int64_t dim, py::object start, py::object end, int64_t step) {
     return lz::slice(x, dim, opt_int_arg(start, "start"), opt_int_arg(end, "end"), step);
   });
-  m.def("cat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("concat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("stack", &lz::stack, py::arg("tensors"), py::arg("dim") = 0);
+  // Tensors as a list or tuple, not a tensor (whose rows a sequence caster would take).
+  auto cat = [](py::object ts, int64_t dim) { return lz::cat(tensors_arg(ts, "tensors"), dim); };
+  m.def("cat", cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("concat", cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("stack", [](py::object ts, int64_t dim) { return lz::stack(tensors_arg(ts, "tensors"), dim); },
+        py::arg("tensors"), py::arg("dim") = 0);
   m.def("split", &split_impl, py::arg("tensor"), py::arg("split_size_or_sections"), py::arg("dim") = 0);
   cls.def("split", &split_impl, py::arg("split_size_or_sections"), py::arg("dim") = 0);
   auto chunk = [](const Tensor& x, int64_t chunks, int64_t dim) { return py::tuple(py::cast(lz::chunk(x, chunks, dim))); };

@@ -60,8 +60,11 @@ def _public_functions():
 
 
 FUNCTIONS = _public_functions()
-ALIASES = {"clip": "clamp"}
+# Methods whose errors come from the op they are made of.
+ALIASES = {"clip": "clamp", "expand_as": "expand", "fill_": "copy_", "index_put_": "index_copy"}
 BAD_VALUES = ["x", [1, "a"], 1.5, None, object(), {"a": 1}]
+# Tensors of a dtype where the dtype matters (indices, masks, bitwise ops, dims).
+BAD_TENSORS = [lambda: lz.tensor([True, False]), lambda: lz.tensor([0.5, 1.5]), lambda: lz.tensor(1.5)]
 
 
 def _call(target, args):
@@ -85,9 +88,9 @@ def test_wrong_argument_kinds_raise_user_errors_naming_the_function(name, target
     short = name.split(".")[-1]
     for n_args in (1, 2, 3):
         for pos in range(n_args):
-            for bad in BAD_VALUES:
+            for bad in BAD_VALUES + BAD_TENSORS:
                 args = [lz.ones(2, 3)] * n_args
-                args[pos] = bad
+                args[pos] = bad() if callable(bad) else bad
                 try:
                     _call(target, args)
                 except USER_ERRORS as e:
@@ -122,8 +125,9 @@ def test_signature_mismatch_names_the_argument_and_its_position():
            "lz.sum(): argument 'keepdim' (position 3) must be bool, not str")
     raises(TypeError, lambda: lz.exp("a"), "lz.exp(): argument 'input' (position 1) must be Tensor, not str")
     raises(TypeError, lambda: a.transpose(0, "1"), "Tensor.transpose(): argument 'dim1' (position 2) must be int")
-    raises(TypeError, lambda: lz.cat([a, 2]), "lz.cat(): argument 'tensors' (position 1)",
+    raises(TypeError, lambda: lz.cat([a, 2]), "lz.cat(): argument 'tensors'",
            "found element of type int at pos 1")
+    raises(TypeError, lambda: lz.stack(a), "lz.stack(): argument 'tensors' must be a list or tuple of Tensors, not Tensor")
     raises(TypeError, lambda: a.unsqueeze(1.0), "Tensor.unsqueeze(): argument 'dim'", "must be int, not float")
     raises(TypeError, lambda: lz.where(a > 0, "a", a), "lz.where(): argument 'input' (position 2)", "str")
 
