@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ void install_argument_errors(py::module_& m);
 // Ctrl-C stops a compile of the Python main thread at the next kernel boundary and raises
 // KeyboardInterrupt (interrupt.cpp). Called after the module's exception translator.
 void install_compile_interrupt(py::module_& m);
+// Runs `work` (with the GIL held; it may release it). When Ctrl-C stopped a compile inside it,
+// Python's SIGINT handler runs: KeyboardInterrupt (the default) propagates; a handler that returns
+// (a graceful-shutdown flag) means go on, so `work` runs again and its compile resumes (the
+// kernels finished before the signal are cached).
+void resume_after_interrupt(const std::function<void()>& work);
 
 // Waits for a value read in slices, releasing the GIL, so other threads run and Ctrl-C works.
 void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec);

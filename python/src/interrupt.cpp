@@ -69,6 +69,17 @@ void end_compile(uint64_t) {
 
 }  // namespace
 
+void resume_after_interrupt(const std::function<void()>& work) {
+  for (;;) {
+    try {
+      work();
+      return;
+    } catch (const lz::cpu::CompileInterrupted&) {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+}
+
 void install_compile_interrupt(py::module_&) {
   g_main_thread =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();

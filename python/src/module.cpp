@@ -103,7 +103,8 @@ void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
 }
 
 py::array to_numpy(const lz::Tensor& t) {
-  lz::BufferPtr b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead);
+  lz::BufferPtr b;
+  resume_after_interrupt([&] { b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead); });
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());

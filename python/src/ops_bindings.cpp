@@ -131,7 +131,8 @@ py::object tensor_to(py::object self, py::args args, py::kwargs kwargs) {
 // reads the mask (a cut with reason data-dependent-shape).
 Tensor nonzero_flat(const Tensor& mask) {
   if (mask.dtype() != lz::DType::Bool) throw py::type_error("mask must be a bool tensor");
-  lz::BufferPtr b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape);
+  lz::BufferPtr b;
+  resume_after_interrupt([&] { b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape); });
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   const auto* p = static_cast<const uint8_t*>(mask.numel() ? b->wait()->data() : nullptr);

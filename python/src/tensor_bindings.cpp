@@ -73,11 +73,11 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       })
       .def("__repr__", [](const Tensor& x) {
         std::string s;
-        {
+        resume_after_interrupt([&] {
           // to_string may wait for a program; let other threads run.
           py::gil_scoped_release r;
           s = x.to_string();
-        }
+        });
         return s;
       })
       // arithmetic (NotImplemented for operands that are neither tensors nor numbers)

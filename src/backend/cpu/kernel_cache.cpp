@@ -278,6 +278,7 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
     for (size_t i : missing) {
       if (out[i] && !errors[i]) memory_cache().add(keys[i], out[i]);  // finished ones are whole
     }
+    get_counter("CompileInterrupted")->add();
     throw CompileInterrupted("cpu backend: compile interrupted between kernels");
   }
   for (size_t i : missing) {
