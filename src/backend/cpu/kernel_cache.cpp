@@ -242,7 +242,8 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
   std::atomic<bool> stop{false};
   for (size_t i : missing) {
     tasks.push_back([&, i] {
-      if (stop.load(std::memory_order_relaxed) || (std::this_thread::get_id() == caller && interrupt.poll())) {
+      if (stop.load(std::memory_order_relaxed) ||
+          (std::this_thread::get_id() == caller && interrupt.poll())) {
         stop.store(true, std::memory_order_relaxed);
         return;  // skipped: out[i] stays empty
       }
