@@ -195,7 +195,19 @@ def _iter(self):
         yield self.select(0, i)
 
 
+def _format(self, spec):
+    """format(t, spec) as in PyTorch: a 0-d tensor formats its value (f"{loss:.4f}"); any other
+    tensor formats as str(t) with an empty spec and refuses a non-empty one."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    if spec:
+        raise TypeError(f"Tensor.__format__: the format spec {spec!r} needs a 0-d tensor, got shape "
+                        f"{tuple(self.shape)}; format t.item() (one element) or str(t) instead")
+    return str(self)
+
+
 _C.Tensor.__getitem__ = _getitem
 _C.Tensor.__setitem__ = _setitem
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
+_C.Tensor.__format__ = _format
