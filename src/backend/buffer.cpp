@@ -139,6 +139,11 @@ void Execution::wait() const {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Execution::wait_done() const {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return done_; });
+}
+
 bool Execution::wait_for_ms(int ms) const {
   std::unique_lock<std::mutex> l(mu_);
   return cv_.wait_for(l, std::chrono::milliseconds(ms), [&] { return done_; });
@@ -174,7 +179,8 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::copy_of(const DeviceBuffer& other) {
 size_t DeviceBuffer::nbytes() const { return static_cast<size_t>(numel(shape_)) * dtype_size(dtype_); }
 
 const std::shared_ptr<Storage>& DeviceBuffer::wait() const {
-  if (slot_->producer) slot_->producer->wait();
+  if (slot_->producer) slot_->producer->wait_done();
+  if (slot_->error) std::rethrow_exception(slot_->error);
   if (slot_->donated.load(std::memory_order_acquire)) {
     throw ExecutionError("this buffer was donated to a later program and no longer holds its value");
   }

@@ -80,6 +80,7 @@ NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
   n->shape = std::move(out.shape);
   n->node_hash = node_hash;
   n->dag_hash = dag_hash;
+  n->origin = origin_for(op);
   if (op != OpKind::StopGradient && is_floating(n->dtype) && autograd::grad_enabled()) {
     for (const Value& v : n->operands) {
       if (v.node->requires_grad) {

@@ -17,6 +17,7 @@
 #include "core/hash.h"
 #include "core/shape.h"
 #include "ir/ops.h"
+#include "ir/origin.h"
 #include "lazuli/dtype.h"
 
 namespace lz::ir {
@@ -72,6 +73,8 @@ class Node {
   // Set by backward() without retain_graph on the interior nodes it went through, so a second
   // backward through them raises instead of silently accumulating twice.
   mutable bool grad_consumed = false;
+  // Index ops only, never hashed: what the user called and where (ir/origin.h), for run-time errors.
+  Origin origin;
 
   bool is_leaf() const { return operands.empty(); }
 };

@@ -15,6 +15,10 @@ namespace lz::frontend {
 ir::Value value_of(const Tensor& t, const char* op);
 // A new tensor in the IR state holding `v`; checks the pending-graph size limit.
 Tensor wrap(ir::Value v);
+// An index tensor still on the host has known values: they are checked at the op's line (an
+// IndexError naming `op`), as PyTorch checks them; other index tensors are checked when the
+// program runs. Values must be in [0, size), or [-size, size) with allow_negative.
+void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op);
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs = {});
 ir::Value unary(ir::OpKind op, ir::Value x);
 

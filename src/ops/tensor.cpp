@@ -58,6 +58,11 @@ void finish_read(const BufferPtr& b) {
     if (b->producer()) device_executor().forget_error_of(b->producer().get());
     throw;
   }
+  // The program failed elsewhere (this value was restored, or did not depend on the failure):
+  // the first read of any of its values raises the failure, later reads see the values.
+  if (b->producer() && b->producer()->error()) {
+    if (std::exception_ptr e = device_executor().take_error_of(b->producer().get())) std::rethrow_exception(e);
+  }
   LZ_COUNTER("TransferFromDevice", 1);
 }
 

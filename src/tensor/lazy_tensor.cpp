@@ -182,6 +182,12 @@ void TensorImpl::set_value_locked(ir::Value v) {
                 std::string(dtype_name(v.dtype())) + " for tensor of shape " + shape_str(shape_));
   }
   if (state_ != TensorState::View) {
+    if (state_ == TensorState::DeviceData && buffer_) {
+      restore_ = buffer_->slot();
+    } else if (state_ == TensorState::Host && host_) {
+      restore_ = std::make_shared<BufferSlot>();
+      restore_->storage = host_;
+    }
     state_ = TensorState::IR;
     ir_ = std::move(v);
     // The old buffer keeps owner_tensor_id == id_: at a barrier it may be donated to our new value.
@@ -209,13 +215,15 @@ ir::Value TensorImpl::pending_ir() {
   return state_ == TensorState::IR ? ir_ : ir::Value{};
 }
 
-void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
+SlotPtr TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
   std::lock_guard<std::mutex> l(mu_);
-  if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
+  if (state_ != TensorState::IR || ir_.node != expected.node) return nullptr;  // changed meanwhile
   // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
   ir::Value tape = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
+  SlotPtr before = std::move(restore_);
   hold_buffer_locked(std::move(buffer));
   tape_ = std::move(tape);
+  return before;
 }
 
 void TensorImpl::hold_buffer_locked(BufferPtr b) {
@@ -228,6 +236,7 @@ void TensorImpl::hold_buffer_locked(BufferPtr b) {
   ir_ = {};
   host_.reset();
   tape_ = {};
+  restore_.reset();
 }
 
 bool TensorImpl::requires_grad_flag() const {
@@ -270,6 +279,11 @@ BufferPtr TensorImpl::buffer() {
   return state_ == TensorState::DeviceData ? buffer_ : nullptr;
 }
 
+std::shared_ptr<Storage> TensorImpl::host_storage() {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_ == TensorState::Host ? host_ : nullptr;
+}
+
 std::shared_ptr<TensorImpl> TensorImpl::view_base() const {
   std::lock_guard<std::mutex> l(mu_);
   return view_base_;
@@ -285,10 +299,18 @@ BufferPtr TensorImpl::replay_input(bool* sole_owner) {
   return buffer_;
 }
 
-void TensorImpl::replay_assign(BufferPtr b) {
+SlotPtr TensorImpl::replay_assign(BufferPtr b) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::View) throw Error("internal: a replay output assigned to a view");
+  SlotPtr before = restore_;
+  if (state_ == TensorState::DeviceData && buffer_) {
+    before = buffer_->slot();
+  } else if (state_ == TensorState::Host && host_) {
+    before = std::make_shared<BufferSlot>();
+    before->storage = host_;
+  }
   hold_buffer_locked(std::move(b));
+  return before;
 }
 
 void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {
@@ -296,6 +318,7 @@ void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {
   if (state_ == TensorState::View) throw ValueError("set_host_data: the tensor is a view");
   state_ = TensorState::Host;
   host_ = std::move(s);
+  restore_.reset();
   buffer_.reset();
   data_node_.reset();
   grad_leaf_node_.reset();

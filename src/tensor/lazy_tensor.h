@@ -56,10 +56,14 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   // Executor side. Pending IR of a non-view tensor, or an empty value.
   ir::Value pending_ir();
-  // After scheduling: replace the IR `expected` (if still current) by device data.
-  void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // After scheduling: replace the IR `expected` (if still current) by device data. Returns the
+  // slot of the data the tensor held before that IR (null if none, or if the IR changed): a
+  // program that fails to compute `buffer` gives the tensor that value back (run_program).
+  SlotPtr assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
+  // The host copy of a tensor in the host state (values known without running anything), or null.
+  std::shared_ptr<Storage> host_storage();
 
   // The base a view reads and writes through; null for a tensor that is not a view.
   std::shared_ptr<TensorImpl> view_base() const;
@@ -69,8 +73,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // can read the buffer later (no pending graph, view cache or other tensor), so a replay may
   // donate it to this tensor's new value.
   BufferPtr replay_input(bool* sole_owner);
-  // A replay's output becomes this tensor's value, whatever its state was (never a view).
-  void replay_assign(BufferPtr b);
+  // A replay's output becomes this tensor's value, whatever its state was (never a view). Returns
+  // the slot of the data it held before (as assign_buffer_if_current).
+  SlotPtr replay_assign(BufferPtr b);
   // New contents from the host, same dtype and shape; the tensor object stays, so a captured
   // program reading it sees the new value. Graphs recorded before keep the old value.
   void set_host_data(std::shared_ptr<Storage> s);
@@ -125,6 +130,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<TensorImpl> grad_;       // accumulated gradient of a leaf
   ir::NodePtr grad_leaf_node_;             // IR state leaf: the GradLeaf over ir_ ("asked twice, same node")
   ir::Value tape_;                         // DeviceData reached from requires-grad IR: that IR
+  // IR: the data held before the pending IR (its buffer's slot, or a slot over the host copy),
+  // kept so a failed program can restore it. A slot, not the DeviceBuffer: donation decisions
+  // count DeviceBuffer references only.
+  SlotPtr restore_;
 
   friend class Device;
 };
