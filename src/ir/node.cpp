@@ -40,10 +40,17 @@ NodePtr finish_leaf(std::shared_ptr<Node> n) {
 Node::~Node() {
   // Operands we hold the last reference to are moved to a local stack and emptied there, so each
   // node's destructor finds no operands left to release recursively.
+  // use_count() is a relaxed load: seeing 1 does not order us after another thread's release of
+  // its last reference (a sync that just walked the node), and we are about to write the node.
+  // A copy is an acquire-release increment, so it does; 2 then means nobody else holds it.
   std::vector<NodePtr> stack;
   auto take = [&stack](std::vector<Value>& ops) {
     for (Value& v : ops) {
-      if (v.node && v.node.use_count() == 1) stack.push_back(std::move(v.node));
+      if (!v.node || v.node.use_count() != 1) continue;
+      NodePtr ordered = v.node;
+      if (ordered.use_count() != 2) continue;
+      ordered.reset();
+      stack.push_back(std::move(v.node));
     }
     ops.clear();
   };

@@ -58,6 +58,15 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   ir::Value pending_ir();
   // After scheduling: replace the IR `expected` (if still current) by device data.
   void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // A barrier that may donate keeps each stored root locked from collect to its buffer swap
+  // (exec/graph_executor.cpp), so no thread takes a new reference to the root's IR between the
+  // use counts donation reads and the swap. These take that held lock as proof.
+  std::unique_lock<std::mutex> lock_state() const { return std::unique_lock<std::mutex>(mu_); }
+  ir::Value pending_ir(const std::unique_lock<std::mutex>& held);
+  void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer,
+                                const std::unique_lock<std::mutex>& held);
+  // Fixed at creation (a view stays a view), so it is read without the lock.
+  bool is_view() const { return view_base_ != nullptr; }
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
 
@@ -98,7 +107,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   TensorImpl(Key, DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
 
  private:
-  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape);
+  // Builds a tensor, lets init(tensor) fill its state fields, then registers it (assigning id_).
+  template <typename Init>
+  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape, Init init);
   ir::Value view_value_locked();
   ir::Value value_locked();
   void set_value_locked(ir::Value v);
