@@ -9,12 +9,16 @@
 //   2. tensor locks (TensorImpl::mu_, lazy_tensor.h): a barrier that may donate holds its stored
 //      roots' locks, taken in tensor-id order, from collect to the buffer swap; a view's lock is
 //      taken before its base's, and a sync never takes a view's lock while holding a root's;
+//      (the device's RNG mutex, tensor/device.h, is taken before the RNG state tensor's lock and
+//      never by a sync);
 //   3. leaf locks, never held while taking one of the above: the post-order traversal mutex
 //      (post_order), the live-tensor registry, the caches (compile, shape, kernel), metrics, the
 //      leaf registry, the device executor's queue.
 // Recording ops takes only tensor locks and leaf locks, never the executor mutex, so recording
-// never waits for a compile unless it reads a tensor a donating barrier is replacing. Execution
-// happens on the DeviceExecutor thread.
+// never waits for a compile unless it reads a tensor a donating barrier is replacing. A sync asks
+// for the user's Python frames before taking the executor mutex and calls no Python under it, so
+// a Python thread waiting for a tensor lock while holding the GIL cannot deadlock with it.
+// Execution happens on the DeviceExecutor thread.
 #pragma once
 #include <functional>
 #include <memory>

@@ -6,9 +6,16 @@
 //   view         a chain of view ops over a base tensor (never itself a view); in-place updates
 //                write through to the base
 //
-// Locking: `mu` guards the state fields of one TensorImpl. A view locks itself, then its base;
-// nothing locks in the other order. The live-tensor registry's lock is never taken while holding
-// a tensor's lock except in the destructor (which holds no tensor lock).
+// Locking (the whole order is in exec/graph_executor.h):
+// - `mu_` guards the state fields of one TensorImpl. id_, device_, created_at_, dtype_, shape_,
+//   and a view's view_base_ and view_ops_ are written before the tensor is registered and never
+//   after, so they are read without it.
+// - A view locks itself, then its base; nothing locks in the other order. A donating barrier
+//   holds several non-view tensors' locks at once, taken in id order, under the executor mutex;
+//   nobody else holds two non-view tensors' locks.
+// - While holding a tensor's lock, code may take only leaf locks (the registry's, when dropping
+//   the last reference to another tensor; the shape cache's, the leaf registry's, metrics'),
+//   never the executor mutex.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -122,7 +129,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const DType dtype_;
   const Shape shape_;
 
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below (see the locking notes at the top)
   TensorState state_ = TensorState::IR;
   BufferPtr buffer_;             // DeviceData
   ir::NodePtr data_node_;        // DeviceData: the one leaf for buffer_ ("asking twice returns the same node")
