@@ -99,7 +99,7 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
         continue;
       }
       for (const ir::Value& v : n->operands) po.topology.push_back(v.node->visit_index);
-      n->visit_index = static_cast<int64_t>(po.nodes.size());
+      n->visit_index = static_cast<int32_t>(po.nodes.size());
       po.nodes.push_back(n);
       po.use_counts.push_back(f.node->use_count());
       if (n->op == ir::OpKind::DeviceData) {
@@ -198,7 +198,7 @@ Hash128 graph_hash(const Roots& roots, const PostOrder& po,
   h.add<uint64_t>(po.param_sequence.size());
   for (int p : po.param_sequence) h.add(p);
   h.add<uint64_t>(po.topology.size());
-  if (!po.topology.empty()) h.add_bytes(po.topology.data(), po.topology.size() * sizeof(int64_t));
+  if (!po.topology.empty()) h.add_bytes(po.topology.data(), po.topology.size() * sizeof(int32_t));
   std::vector<std::pair<int, int>> d = donations;
   std::sort(d.begin(), d.end());
   h.add<uint64_t>(d.size());

@@ -79,7 +79,7 @@ struct PostOrder {
   std::vector<long> use_counts;  // shared_ptr use count of each node when visited (donation)
   std::vector<BufferPtr> params;
   std::vector<int> param_sequence;
-  std::vector<int64_t> topology;
+  std::vector<int32_t> topology;
   std::unordered_map<const ir::Node*, int> param_slot;
 };
 PostOrder post_order(const std::vector<ir::Value>& roots);

@@ -67,7 +67,7 @@ class Node {
   // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its traversal
   // mutex; not part of the node's value: the traversal's epoch, and the node's post-order index.
   mutable uint64_t visit_mark = 0;
-  mutable int64_t visit_index = -1;
+  mutable int32_t visit_index = -1;
   // Autograd (src/autograd), never hashed: the value depends on a tensor that requires grad,
   // recorded with grad mode on. Set at birth (make_node, or a leaf of such a tensor).
   bool requires_grad = false;

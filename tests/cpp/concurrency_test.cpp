@@ -199,6 +199,45 @@ TEST_P(Concurrency, TensorsCreatedAndDroppedWhileSyncing) {
   EXPECT_EQ(failures.count(), 0) << failures.first();
 }
 
+// Tensors that their creating thread never touches again (so no lock of theirs orders it after
+// the creation): a barrier in another thread must find each one complete, never half-built
+// (issue 14 item 2: the registry published a tensor before its state and IR were written).
+TEST_P(Concurrency, BarrierFindsEveryNewTensorComplete) {
+  Failures failures;
+  const int n = steps(300);
+  constexpr int kRing = 16;
+  std::atomic<int> working{2};
+  run_threads(3, failures, [&](int tid) {
+    if (tid == 2) {
+      while (working.load() > 0) lz::sync();
+      return;
+    }
+    struct Done {
+      std::atomic<int>& w;
+      ~Done() { w.fetch_sub(1); }
+    } mark_done{working};
+    Tensor base = tensor<float>({0, 1, 2, 3}, {4});
+    std::vector<std::vector<Tensor>> ring(kRing);
+    auto check = [&](int step) {
+      const std::vector<Tensor>& r = ring[step % kRing];
+      float v = static_cast<float>(tid * 10000 + step);
+      bool ok = r[0].to_vector<float>() == std::vector<float>(4, v) &&
+                r[1].to_vector<float>() == std::vector<float>{v, -v} &&
+                r[2].item<float>() == static_cast<float>(step % 4);
+      if (!ok) failures.add("thread " + std::to_string(tid) + " step " + std::to_string(step));
+    };
+    for (int i = 0; i < n; ++i) {
+      if (i >= kRing) check(i - kRing);  // then dropped: replaced below
+      float v = static_cast<float>(tid * 10000 + i);
+      // IR, host and view tensors, each left alone after its creation.
+      ring[i % kRing] = {full({4}, v), tensor<float>({v, -v}, {2}),
+                         base.slice(0, i % 4, i % 4 + 1)};
+    }
+    for (int i = std::max(0, n - kRing); i < n; ++i) check(i);
+  });
+  EXPECT_EQ(failures.count(), 0) << failures.first();
+}
+
 // Several threads read one tensor's pending value at once: one program computes it, and each
 // reader gets the same exact result.
 TEST_P(Concurrency, SeveralThreadsReadingOneTensorSeeOneValue) {
