@@ -35,12 +35,25 @@ CompileCache& compile_cache() {
 
 }  // namespace
 
-Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views) {
+Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views,
+              bool hold_locks) {
   std::vector<internal::TensorImplPtr> sorted = tensors;
   std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a->id() < b->id(); });
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   Roots r;
   for (auto& t : sorted) {
+    if (hold_locks) {
+      // Views are skipped unlocked: a thread writing through a view holds it, then its base.
+      if (t->is_view()) continue;
+      std::unique_lock<std::mutex> l = t->lock_state();
+      ir::Value v = t->pending_ir(l);
+      if (!v) continue;
+      r.tensors.push_back(t);
+      r.values.push_back(std::move(v));
+      r.store.push_back(true);
+      r.held.push_back(std::move(l));
+      continue;
+    }
     if (ir::Value v = t->pending_ir()) {
       r.tensors.push_back(t);
       r.values.push_back(std::move(v));
@@ -58,8 +71,9 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
 
 PostOrder post_order(const std::vector<ir::Value>& roots) {
   PostOrder po;
-  // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks.
-  static std::mutex traversal_mu;
+  // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks (syncs
+  // hold the executor mutex, but dumps, graph_hash() and compile regions traverse without it).
+  static std::mutex traversal_mu;  // guards epoch and every node's visit_mark and visit_index
   static uint64_t epoch = 0;
   std::lock_guard<std::mutex> traversal(traversal_mu);
   const uint64_t mark = ++epoch;
@@ -85,6 +99,8 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
         if (visit(child.get())) stack.push_back({&child, 0});
         continue;
       }
+      for (const ir::Value& v : n->operands) po.topology.push_back(v.node->visit_index);
+      n->visit_index = static_cast<int32_t>(po.nodes.size());
       po.nodes.push_back(n);
       po.use_counts.push_back(f.node->use_count());
       if (n->op == ir::OpKind::DeviceData) {
@@ -96,6 +112,7 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
       stack.pop_back();
     }
   }
+  for (const ir::Value& root : roots) po.topology.push_back(root.node->visit_index);
   return po;
 }
 
@@ -181,6 +198,8 @@ Hash128 graph_hash(const Roots& roots, const PostOrder& po,
   }
   h.add<uint64_t>(po.param_sequence.size());
   for (int p : po.param_sequence) h.add(p);
+  h.add<uint64_t>(po.topology.size());
+  if (!po.topology.empty()) h.add_bytes(po.topology.data(), po.topology.size() * sizeof(int32_t));
   std::vector<std::pair<int, int>> d = donations;
   std::sort(d.begin(), d.end());
   h.add<uint64_t>(d.size());
@@ -359,8 +378,10 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
   std::vector<UserFrame> frames = user_frames(config().debug > 0 ? config().debug_max_frame : 1);
   {
     std::lock_guard<std::mutex> l(executor_mutex());
-    // Reads may ask for views (computed, not stored); barriers never sync views.
-    Roots roots = collect(tensors, /*include_views=*/!cfg.barrier);
+    // Reads may ask for views (computed, not stored); barriers never sync views. A barrier that
+    // may donate holds its roots' locks until their buffer swap (collect, graph_executor.h).
+    const bool may_donate = cfg.barrier && config().enable_param_aliasing;
+    Roots roots = collect(tensors, /*include_views=*/!cfg.barrier, /*hold_locks=*/may_donate);
     if (roots.values.empty()) {
       if (cfg.wait) wait_all_executions();
       return res;
@@ -368,7 +389,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     check_execution_allowed(cfg.reason, frames);  // a full_graph region raises before anything runs
     PostOrder po = post_order(roots.values);
     std::vector<std::pair<int, int>> donations;
-    if (cfg.barrier && config().enable_param_aliasing) donations = find_donations(roots, po);
+    if (may_donate) donations = find_donations(roots, po);
     res.hash = graph_hash(roots, po, donations);
     CutRecord record;
     if (region) record.name = region->name;
@@ -419,9 +440,14 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     if (cfg.sync_data) {
       restore.resize(roots.values.size());
       for (size_t i = 0; i < roots.values.size(); ++i) {
-        if (roots.store[i]) restore[i] = roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i]);
+        if (!roots.store[i]) continue;
+        restore[i] = roots.held.empty()
+                         ? roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i])
+                         : roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i],
+                                                                      roots.held[i]);
       }
     }
+    roots.held.clear();  // recording on these tensors may go on
     res.ran = true;
     res.tensors = roots.tensors;
     schedule_program(exe, res.hash, po.params, res.outputs, std::move(donations), exec, std::move(restore),

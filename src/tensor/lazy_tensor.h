@@ -6,9 +6,16 @@
 //   view         a chain of view ops over a base tensor (never itself a view); in-place updates
 //                write through to the base
 //
-// Locking: `mu` guards the state fields of one TensorImpl. A view locks itself, then its base;
-// nothing locks in the other order. The live-tensor registry's lock is never taken while holding
-// a tensor's lock except in the destructor (which holds no tensor lock).
+// Locking (the whole order is in exec/graph_executor.h):
+// - `mu_` guards the state fields of one TensorImpl. id_, device_, created_at_, dtype_, shape_,
+//   and a view's view_base_ and view_ops_ are written before the tensor is registered and never
+//   after, so they are read without it.
+// - A view locks itself, then its base; nothing locks in the other order. A donating barrier
+//   holds several non-view tensors' locks at once, taken in id order, under the executor mutex;
+//   nobody else holds two non-view tensors' locks.
+// - While holding a tensor's lock, code may take only leaf locks (the registry's, when dropping
+//   the last reference to another tensor; the shape cache's, the leaf registry's, metrics'),
+//   never the executor mutex.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -60,6 +67,15 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // slot of the data the tensor held before that IR (null if none, or if the IR changed): a
   // program that fails to compute `buffer` gives the tensor that value back (run_program).
   SlotPtr assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // A barrier that may donate keeps each stored root locked from collect to its buffer swap
+  // (exec/graph_executor.cpp), so no thread takes a new reference to the root's IR between the
+  // use counts donation reads and the swap. These take that held lock as proof.
+  std::unique_lock<std::mutex> lock_state() const { return std::unique_lock<std::mutex>(mu_); }
+  ir::Value pending_ir(const std::unique_lock<std::mutex>& held);
+  SlotPtr assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer,
+                                   const std::unique_lock<std::mutex>& held);
+  // Fixed at creation (a view stays a view), so it is read without the lock.
+  bool is_view() const { return view_base_ != nullptr; }
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
   // The host copy of a tensor in the host state (values known without running anything), or null.
@@ -103,7 +119,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   TensorImpl(Key, DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
 
  private:
-  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape);
+  // Builds a tensor, lets init(tensor) fill its state fields, then registers it (assigning id_).
+  template <typename Init>
+  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape, Init init);
   ir::Value view_value_locked();
   ir::Value value_locked();
   void set_value_locked(ir::Value v);
@@ -116,7 +134,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const DType dtype_;
   const Shape shape_;
 
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below (see the locking notes at the top)
   TensorState state_ = TensorState::IR;
   BufferPtr buffer_;             // DeviceData
   ir::NodePtr data_node_;        // DeviceData: the one leaf for buffer_ ("asking twice returns the same node")
