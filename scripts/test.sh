@@ -17,7 +17,15 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 echo "== Python: pip install . (offline, into a fresh venv), then pytest against the installed package =="
 VENV=$(mktemp -d)/venv
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
-"$VENV/bin/pip" install --no-index --quiet .
+# pip builds out of the tree (tools/build_backend/lazuli_build.py): the checkout must not change.
+# PYTHONDONTWRITEBYTECODE: Python's import cache of the backend module is not the build's doing.
+STAMP=$(mktemp) TREE_BEFORE=$(git status --porcelain --ignored 2>&1 || true)
+PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" install --no-index --quiet .
+WRITTEN=$(find . -path ./.git -prune -o -newer "$STAMP" -print)
+if [ -n "$WRITTEN" ] || [ "$TREE_BEFORE" != "$(git status --porcelain --ignored 2>&1 || true)" ]; then
+  echo "pip install . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
+  exit 1
+fi
 # From outside the source tree, so `import lazuli` is the installed package.
 (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")
 

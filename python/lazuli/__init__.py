@@ -24,6 +24,10 @@ from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooM
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
 
+# Raised from the extension, but a public name of the package: tracebacks and repr say
+# lazuli.ExecutionError (lazuli._C.ExecutionError is the same class).
+ExecutionError.__module__ = "lazuli"
+
 dtype = _C.dtype
 _dtype_names = {int(v): k for k, v in dtype.__members__.items()}
 dtype.__repr__ = dtype.__str__ = lambda self: f"lazuli.{_dtype_names[int(self)]}"
