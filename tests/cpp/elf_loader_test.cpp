@@ -1,14 +1,30 @@
 // Kernels are linked by elf_loader (no LLVM needed to run a cached kernel); LLVM's JIT only links
 // what the loader refuses, and the loader refuses anything it does not understand.
+#include <elf.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL  // the test computes entry checksums without linking libxxhash
+#include <xxhash.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
-#include <cmath>
-
 #include "backend/backend.h"
+#include "backend/cpu/disk_cache.h"
 #include "backend/cpu/elf_loader.h"
+#include "backend/cpu/kernel_cache.h"
+#include "backend/cpu/plan.h"
 #include "core/config.h"
+#include "exec/graph_executor.h"
 #include "lazuli/lazuli.h"
 
 namespace {
@@ -46,6 +62,298 @@ TEST(ElfLoader, EveryGeneratedKernelLinksWithoutLlvm) {
   EXPECT_NEAR(vy[0], std::exp(1.f) + std::tanh(1.f) + std::erf(-2.f) + std::exp(3.f) + std::tanh(3.f), 1e-4);
   EXPECT_EQ(vz, (std::vector<double>{3, 15, 9}));
   EXPECT_EQ(lz::debug::counter_value("KernelLinkedByLlvm"), before);
+  lz::wait();
+  lz::set_active_backend(lz::config().backend);
+}
+
+// ---- damaged objects under a valid checksum ------------------------------------------------------
+//
+// The disk cache's checksum catches damage done to an entry after it was written; these tests give
+// the loader objects whose damage a checksum cannot see (it was recomputed). A structural flip
+// must give a refusal or a kernel that computes exactly what the undamaged one does, never a
+// crash or a hang; the one exception (call_swaps) computes other values. Flips inside .text and the constants are not sampled: nothing
+// but the checksum can tell damaged machine code from good (kernel_cache.cpp, link_cached).
+
+namespace fs = std::filesystem;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A private temporary cache directory for the kernel cache, restored on destruction.
+class ScopedCacheDir {
+ public:
+  ScopedCacheDir() {
+    char tmpl[] = "/tmp/lazuli-elf-loader-test.XXXXXX";
+    root_ = ::mkdtemp(tmpl) ? tmpl : "";
+    saved_ = lz::config().cache_dir;
+    lz::mutable_config().cache_dir = root_;
+  }
+  ~ScopedCacheDir() {
+    lz::mutable_config().cache_dir = saved_;
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(root_ + "/kernels", ec)) {
+      if (e.path().extension() == ".lzk") out.push_back(e.path().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  std::string root_, saved_;
+};
+
+// An entry whose payload is `object`, with its checksum recomputed.
+std::string entry_with_payload(const std::string& entry, const std::string& object) {
+  std::string out = entry.substr(0, lz::cpu::DiskCache::kHeaderSize) + object;
+  const uint64_t sum = XXH3_64bits(object.data(), object.size());
+  std::memcpy(out.data() + 40, &sum, sizeof(sum));
+  return out;
+}
+
+// A graph whose one kernel calls libm and libmvec and reads constants: every relocation kind.
+lz::Tensor fuzz_graph(float offset) {
+  std::vector<float> v(4 * 37);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = -2.0f + 4.0f * static_cast<float>(i) / v.size() + offset;
+  lz::Tensor x = lz::tensor<float>(v, {4, 37});
+  return lz::where(x > 0.25f, lz::exp(x) * lz::tanh(x), lz::erf(x) - 0.5f) * 1.75f;
+}
+
+// The one kernel step of a graph's plan, with buffers for its inputs (filled) and its output.
+struct KernelCall {
+  lz::cpu::PlanKernel kernel;
+  lz::cpu::PlanStep step;
+  std::vector<std::vector<char>> inputs;
+  size_t out_bytes = 0;
+
+  std::vector<char> run(lz::cpu::KernelFn fn) const {
+    std::vector<char> out(out_bytes, '\x5a');
+    std::vector<void*> ptrs;
+    for (const auto& in : inputs) ptrs.push_back(in.empty() ? nullptr : const_cast<char*>(in.data()));
+    ptrs.push_back(out.data());
+    fn(0, step.range, ptrs.data(), step.args.data());
+    return out;
+  }
+};
+
+KernelCall plan_one_kernel(const lz::Tensor& t) {
+  lz::Roots roots = lz::collect({t.impl()}, /*include_views=*/false);
+  lz::PostOrder po = lz::post_order(roots.values);
+  lz::cpu::Plan plan = lz::cpu::build_plan(lz::lowering_graph(roots, po), /*explain=*/false);
+  KernelCall call;
+  EXPECT_EQ(plan.kernels.size(), 1u);
+  EXPECT_EQ(plan.steps.size(), 1u);
+  if (plan.kernels.size() != 1 || plan.steps.size() != 1) return call;
+  call.kernel = plan.kernels[0];
+  call.step = plan.steps[0];
+  for (int v : call.step.inputs) {
+    call.inputs.emplace_back(v < 0 ? 0 : static_cast<size_t>(plan.values[v].nbytes));
+    auto& in = call.inputs.back();
+    for (size_t i = 0; i + 4 <= in.size(); i += 4) {
+      const float f = -2.0f + 0.037f * static_cast<float>(i / 4 % 109);
+      std::memcpy(in.data() + i, &f, 4);
+    }
+  }
+  call.out_bytes = static_cast<size_t>(plan.values[call.step.output].nbytes);
+  return call;
+}
+
+// The bit positions to flip: every bit of the ELF header, the section table and the sections
+// the loader interprets (symbols, their names, relocations).
+std::vector<uint64_t> structural_bits(const std::string& obj) {
+  std::vector<uint64_t> bits;
+  auto all_bits = [&](uint64_t off, uint64_t size) {
+    for (uint64_t b = off * 8; b < (off + size) * 8 && b < obj.size() * 8; ++b) bits.push_back(b);
+  };
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, obj.data(), sizeof(eh));
+  all_bits(0, sizeof(eh));
+  all_bits(eh.e_shoff, uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr));
+  for (unsigned i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, obj.data() + eh.e_shoff + i * sizeof(sh), sizeof(sh));
+    if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_STRTAB || sh.sh_type == SHT_RELA) {
+      all_bits(sh.sh_offset, sh.sh_size);
+    }
+  }
+  return bits;
+}
+
+// The bits that turn a relocation against one external function into a relocation against
+// another one the kernel also calls (every symbol still used): a valid object that calls, say,
+// the vector tanhf where the scalar one was called. No check of the object can see this; the
+// kernel computes other values, and only the checksum guards against it.
+std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>& bits) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, obj.data(), sizeof(eh));
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  std::memcpy(sh.data(), obj.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+  std::vector<bool> swap(bits.size(), false);
+  for (const Elf64_Shdr& r : sh) {
+    if (r.sh_type != SHT_RELA) continue;
+    const Elf64_Shdr& symtab = sh[r.sh_link];
+    auto undefined = [&](uint64_t k) {
+      if (k == 0 || k >= symtab.sh_size / sizeof(Elf64_Sym)) return false;
+      Elf64_Sym sym;
+      std::memcpy(&sym, obj.data() + symtab.sh_offset + k * sizeof(sym), sizeof(sym));
+      return sym.st_shndx == SHN_UNDEF;
+    };
+    for (size_t i = 0; i < bits.size(); ++i) {
+      const uint64_t byte = bits[i] / 8;
+      if (byte < r.sh_offset || byte >= r.sh_offset + r.sh_size) continue;
+      const uint64_t entry = r.sh_offset + (byte - r.sh_offset) / sizeof(Elf64_Rela) * sizeof(Elf64_Rela);
+      const uint64_t field = entry + offsetof(Elf64_Rela, r_info) + 4;  // the symbol index
+      if (byte < field || byte >= field + 4) continue;
+      uint32_t index;
+      std::memcpy(&index, obj.data() + field, 4);
+      swap[i] = undefined(index) && undefined(index ^ (1u << (bits[i] - field * 8)));
+    }
+  }
+  return swap;
+}
+
+// Outcome of one flip, as the child reports it.
+enum : char { kRefused = 'R', kSame = 'S', kWrong = 'W' };
+
+// Loads each flipped object in a child process, one after another, and runs what loads; a crash
+// or a hang (no report within `stall_seconds`) is recorded against its flip and a new child goes
+// on with the next. Returns one outcome per flip: R, S, W, or 'X' (crashed) / 'H' (hung).
+std::string outcomes_in_children(const std::string& obj, const std::vector<uint64_t>& bits, const KernelCall& call,
+                                 const std::vector<char>& expected, int stall_seconds) {
+  std::string out;
+  while (out.size() < bits.size()) {
+    int fds[2];
+    if (::pipe(fds) != 0) return out + std::string(bits.size() - out.size(), '?');
+    const size_t first = out.size();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      for (size_t i = first; i < bits.size(); ++i) {
+        std::string damaged = obj;
+        damaged[bits[i] / 8] ^= static_cast<char>(1u << (bits[i] % 8));
+        std::string why;
+        auto loaded = lz::cpu::load_elf_object(damaged, &why);
+        void* fn = loaded ? loaded->function(call.kernel.name) : nullptr;
+        char r = kRefused;
+        if (fn) r = call.run(reinterpret_cast<lz::cpu::KernelFn>(fn)) == expected ? kSame : kWrong;
+        if (::write(fds[1], &r, 1) != 1) ::_exit(2);
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    for (;;) {
+      pollfd p{fds[0], POLLIN, 0};
+      char buf[4096];
+      const int ready = ::poll(&p, 1, stall_seconds * 1000);
+      ssize_t n = ready > 0 ? ::read(fds[0], buf, sizeof(buf)) : -1;
+      if (n > 0) {
+        out.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (ready == 0) ::kill(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      if (out.size() < bits.size() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        out.push_back(ready == 0 ? 'H' : 'X');
+      }
+      break;
+    }
+    ::close(fds[0]);
+  }
+  return out;
+}
+
+TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
+  lz::wait();
+  lz::set_active_backend("cpu");
+  ScopedCacheDir dir;
+  lz::cpu::clear_kernel_memory_cache();
+  KernelCall call = plan_one_kernel(fuzz_graph(0.125f));
+  ASSERT_FALSE(call.kernel.name.empty());
+  std::vector<std::shared_ptr<lz::cpu::LoadedKernel>> k = lz::cpu::obtain_kernels({call.kernel});
+  const std::vector<std::string> entries = dir.entries();
+  ASSERT_EQ(entries.size(), 1u) << "the kernel was not compiled into the fresh cache";
+  const std::string obj = read_bytes(entries[0]).substr(lz::cpu::DiskCache::kHeaderSize);
+  std::string why;
+  auto good = lz::cpu::load_elf_object(obj, &why);  // also loads libmvec before the children fork
+  ASSERT_NE(good, nullptr) << why;
+  const std::vector<char> expected = call.run(reinterpret_cast<lz::cpu::KernelFn>(good->function(call.kernel.name)));
+  ASSERT_EQ(expected, call.run(k[0]->fn));
+
+  const std::vector<uint64_t> bits = structural_bits(obj);
+  ASSERT_GT(bits.size(), 4000u);
+  const std::string outcomes = outcomes_in_children(obj, bits, call, expected, 30);
+  const std::vector<bool> swaps = call_swaps(obj, bits);
+  std::string failures;
+  int refused = 0, same = 0, swapped = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    refused += outcomes[i] == kRefused;
+    same += outcomes[i] == kSame;
+    if (outcomes[i] == kWrong && swaps[i]) {
+      ++swapped;
+      continue;
+    }
+    if (outcomes[i] != kRefused && outcomes[i] != kSame && failures.size() < 2000) {
+      failures += " bit " + std::to_string(bits[i]) + " (byte " + std::to_string(bits[i] / 8) + "): " +
+                  (outcomes[i] == kWrong ? "wrong values" : outcomes[i] == 'H' ? "hang" : "crash") + ";";
+    }
+  }
+  EXPECT_EQ(outcomes.size(), bits.size());
+  EXPECT_EQ(failures, "") << refused << " refused, " << same << " unchanged, of " << bits.size();
+  std::printf("%zu structural bit flips: %d refused, %d harmless, %d swap one math call for another\n",
+              bits.size(), refused, same, swapped);
+  lz::wait();
+  lz::set_active_backend(lz::config().backend);
+}
+
+// Drops every compiled program and kernel handle, so the next run asks the disk cache again.
+void forget_compiled_kernels() {
+  lz::wait();
+  lz::clear_compile_cache();
+  lz::cpu::clear_kernel_memory_cache();
+  lz::debug::clear_counters();
+}
+
+TEST(ElfLoader, DiskEntryTheLoaderRefusesIsRecompiledAndReplacedNeverLinkedByLlvm) {
+  lz::wait();
+  lz::set_active_backend("cpu");
+  ScopedCacheDir dir;
+  forget_compiled_kernels();
+  const std::vector<float> first = fuzz_graph(0.5f).to_vector<float>();
+  const std::vector<std::string> entries = dir.entries();
+  ASSERT_FALSE(entries.empty());
+  std::vector<std::string> good;
+  for (const std::string& e : entries) {
+    good.push_back(read_bytes(e));
+    std::string obj = good.back().substr(lz::cpu::DiskCache::kHeaderSize);
+    obj[18] ^= 0x01;  // e_machine: no longer x86-64, which LLVM's loader used to be handed
+    write_bytes(e, entry_with_payload(good.back(), obj));
+  }
+  forget_compiled_kernels();
+  EXPECT_EQ(fuzz_graph(0.5f).to_vector<float>(), first);
+  const int64_t n = static_cast<int64_t>(entries.size());
+  EXPECT_EQ(lz::debug::counter_value("PersistentCacheRejected"), n);
+  EXPECT_EQ(lz::debug::counter_value("PersistentCacheHit"), 0);
+  EXPECT_EQ(lz::debug::counter_value("KernelCompile"), n);
+  EXPECT_EQ(lz::debug::counter_value("KernelLinkedByLlvm"), 0);
+  forget_compiled_kernels();  // the entries were replaced: the next process loads them
+  EXPECT_EQ(fuzz_graph(0.5f).to_vector<float>(), first);
+  EXPECT_EQ(lz::debug::counter_value("PersistentCacheHit"), n);
+  EXPECT_EQ(lz::debug::counter_value("KernelCompile"), 0);
+  EXPECT_EQ(lz::debug::counter_value("PersistentCacheRejected"), 0);
   lz::wait();
   lz::set_active_backend(lz::config().backend);
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <mutex>
 #include <system_error>
 #include <vector>
 
@@ -115,6 +118,32 @@ int make_dirs(const std::string& dir) {
   }
 }
 
+// A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the process; ignored, the
+// write fails with EFBIG and the store is an ordinary failed one (CPython ignores it at start).
+void ignore_sigxfsz_if_default() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGXFSZ, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == SIG_DFL) {
+      ::signal(SIGXFSZ, SIG_IGN);
+    }
+  });
+}
+
+// Removes a directory found at an entry's name (else no store could ever replace it): renamed
+// aside first, so only the directory that was judged goes, then removed with what it holds.
+void remove_directory_at(const std::string& dir, const std::string& path, const Hash128& key) {
+  std::string aside = dir + "/" + kTempPrefix + key.hex() + ".dir.XXXXXX";
+  if (!::mkdtemp(aside.data())) return;
+  std::error_code ec;
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    ::rmdir(aside.c_str());
+    return;
+  }
+  std::filesystem::remove_all(aside, ec);  // symlinks inside are removed, never followed
+}
+
 }  // namespace
 
 DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
@@ -152,20 +181,19 @@ DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
     return;
   }
   enabled_ = true;
+  if (!opts_.read_only) ignore_sigxfsz_if_default();
 }
 
 std::string DiskCache::entry_path(const Hash128& key) const {
   return opts_.dir + "/" + key.hex() + kEntrySuffix;
 }
 
-std::optional<std::string> DiskCache::load(const Hash128& key) {
+std::optional<std::string> DiskCache::load(const Hash128& key,
+                                           const std::function<bool(const std::string&)>& accept) {
   static Counter* hits = get_counter("PersistentCacheHit");
   static Counter* misses = get_counter("PersistentCacheMiss");
   static Counter* rejected = get_counter("PersistentCacheRejected");
-  if (!enabled_) {
-    misses->add();
-    return std::nullopt;
-  }
+  if (!enabled_) return std::nullopt;  // a cache that is off misses nothing
   const std::string path = entry_path(key);
   // O_NONBLOCK: a FIFO at the entry's name must not hang the load; regular files ignore it.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
@@ -185,7 +213,11 @@ std::optional<std::string> DiskCache::load(const Hash128& key) {
       struct stat now {};
       bool same = fd.get() < 0 || (::lstat(path.c_str(), &now) == 0 && now.st_ino == st.st_ino &&
                                    now.st_dev == st.st_dev);
-      if (same) ::unlink(path.c_str());
+      if (same && S_ISDIR(now.st_mode)) {
+        remove_directory_at(opts_.dir, path, key);
+      } else if (same) {
+        ::unlink(path.c_str());
+      }
     }
     return std::nullopt;
   };
@@ -211,6 +243,7 @@ std::optional<std::string> DiskCache::load(const Hash128& key) {
       XXH3_64bits(payload.data(), payload.size()) != h.checksum) {
     return reject();
   }
+  if (accept && !accept(payload)) return reject();
   if (!opts_.read_only) ::futimens(fd.get(), nullptr);  // LRU stamp; failure only costs recency
   hits->add();
   return payload;
@@ -248,6 +281,8 @@ void DiskCache::store(const Hash128& key, std::string_view payload) {
 }
 
 void DiskCache::warn_write_failure(const std::string& path, int err) {
+  static Counter* failed = get_counter("PersistentCacheStoreFailed");
+  failed->add();
   if (warned_write_.exchange(true)) return;
   warn("cannot write " + path + ": " + error_text(err) + "; continuing without saving");
 }

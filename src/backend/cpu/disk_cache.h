@@ -24,13 +24,18 @@
 // and after each store the least recently used entries are deleted until the entries' total size
 // is at most max_bytes. An entry larger than max_bytes by itself is not written.
 //
-// Errors: nothing here throws or aborts. A failed write deletes its temp file and prints one
-// warning per DiskCache object; the caller goes on without the entry. Thread-safe: the object
+// Errors: nothing here throws or aborts. A failed write deletes its temp file, is counted
+// (PersistentCacheStoreFailed) and prints one warning per DiskCache object; the caller goes on
+// without the entry. A write past RLIMIT_FSIZE (`ulimit -f`) is such a failure, not a kill: like
+// CPython, a writable cache sets SIGXFSZ to ignored when it is at its default action (which
+// kills the process); a handler the program installed is left alone. Processes the program
+// starts inherit the ignored disposition, as they do from Python. Thread-safe: the object
 // holds no mutable state but the warned-once flag; cooperating processes share a directory
 // through atomic renames only (no locks).
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,9 +61,13 @@ class DiskCache {
 
   bool enabled() const { return enabled_; }
 
-  // The payload stored under `key`, or nullopt. Counters: PersistentCacheHit on a hit,
-  // PersistentCacheMiss on every nullopt, PersistentCacheRejected in addition for a damaged entry.
-  std::optional<std::string> load(const Hash128& key);
+  // The payload stored under `key`, or nullopt. `accept` (when given) judges a payload whose
+  // header and checksum are good; a payload it refuses is a damaged entry like any other.
+  // Counters, only while enabled(): PersistentCacheHit on a hit, PersistentCacheMiss on every
+  // nullopt, PersistentCacheRejected in addition for a damaged entry. A damaged entry is deleted
+  // (a directory at its name too) unless read_only, so the next store can replace it.
+  std::optional<std::string> load(const Hash128& key,
+                                  const std::function<bool(const std::string&)>& accept = {});
 
   // Atomically writes the entry, then evicts past max_bytes. No-op when read_only or disabled.
   void store(const Hash128& key, std::string_view payload);

@@ -193,6 +193,8 @@ std::shared_ptr<LoadedKernel> find_linked(const Hash128& key) {
   return it == linked().end() ? nullptr : handle_locked(key, it->second);
 }
 
+// Links a freshly compiled object: the own loader, else LLVM's JIT (counted: the loader refuses
+// what it does not understand, elf_loader.h).
 std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object, const std::string& symbol) {
   std::lock_guard<std::mutex> g(g_link_mu);
   auto it = linked().find(key);
@@ -200,14 +202,41 @@ std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object
     Linked l{nullptr, symbol, 0, nullptr};
     std::string why;
     std::shared_ptr<LoadedObject> obj = load_elf_object(object, &why);
-    if (obj && (l.fn = reinterpret_cast<KernelFn>(obj->symbol(symbol)))) {
+    if (obj && (l.fn = reinterpret_cast<KernelFn>(obj->function(symbol)))) {
       l.object = std::move(obj);
     } else {
-      // Not loadable without LLVM (elf_loader.h says when): LLVM's JIT links it.
       get_counter("KernelLinkedByLlvm")->add();
       l.fn = reinterpret_cast<KernelFn>(codegen().jit->load(object, symbol));
     }
     it = linked().emplace(key, l).first;
+  }
+  return handle_locked(key, it->second);
+}
+
+// Links an object read from the disk cache with the own loader only, or returns nullptr. Bytes
+// from a file never reach LLVM's loader, which aborts or hangs on some damaged objects; an entry
+// the loader refuses is a damaged one (a miss, recompiled and replaced).
+//
+// What is guaranteed for an entry: the disk cache's key (kernel structure, compile environment,
+// format version) and its XXH3-64 checksum of the object, checked on every load, catch an entry
+// from another build or CPU and any damage done after the write. The loader's checks catch, in
+// bytes whose checksum was recomputed, any damage to the structure it reads (headers, section
+// table, symbols, relocations): it never reads or writes outside the file and its own mapping,
+// never loops longer than the file is long, and links only a function that lies in an
+// executable section, against symbols in the object or allowed math functions. Nothing can prove
+// the machine code itself undamaged: a flip inside .text (or a constant) under a recomputed
+// checksum may make the kernel compute wrong values, fault or loop, and only the checksum stands
+// in its way.
+std::shared_ptr<LoadedKernel> link_cached(const Hash128& key, const std::string& object,
+                                          const std::string& symbol) {
+  std::lock_guard<std::mutex> g(g_link_mu);
+  auto it = linked().find(key);
+  if (it == linked().end()) {
+    std::string why;
+    std::shared_ptr<LoadedObject> obj = load_elf_object(object, &why);
+    void* fn = obj ? obj->function(symbol) : nullptr;
+    if (!fn) return nullptr;
+    it = linked().emplace(key, Linked{reinterpret_cast<KernelFn>(fn), symbol, 0, std::move(obj)}).first;
   }
   return handle_locked(key, it->second);
 }
@@ -249,15 +278,9 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
       }
       const PlanKernel& k = kernels[i];
       try {
-        if (auto obj = disk_cache().load(keys[i])) {
-          try {
-            out[i] = link(keys[i], *obj, k.name);
-            return;
-          } catch (const std::exception&) {
-            // An object that does not link is as good as damaged: compile it again below.
-            get_counter("PersistentCacheRejected")->add();
-          }
-        }
+        // An object the loader refuses is a damaged entry: rejected, deleted, compiled below.
+        auto accept = [&](const std::string& obj) { return (out[i] = link_cached(keys[i], obj, k.name)) != nullptr; };
+        if (disk_cache().load(keys[i], accept)) return;
         std::string ir;
         std::string obj;
         try {
