@@ -126,7 +126,8 @@ class Tensor {
   Tensor& div_(const Scalar& other);
   Tensor& copy_(const Tensor& src);
   Tensor& zero_();
-  Tensor& fill_(const Scalar& value);  // throws ValueError if value overflows the dtype (nan into int)
+  Tensor& fill_(
+      const Scalar& value);  // throws ValueError if value overflows the dtype (nan into int)
   Tensor& fill_(const Tensor& value);  // value: a 0-dim tensor
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
   // self[index[j], ...] = values[j, ...] along dim 0 (indexed assignment with an integer tensor).

@@ -54,12 +54,14 @@ int64_t check_tensor_size(const std::string& what, const Shape& s, DType dtype) 
   }
   std::string t = std::string(dtype_name(dtype)) + shape_str(s);
   if (over) {
-    throw OutOfMemoryError(what + ": a " + t + " tensor has more elements than fit in int64 (its dims" +
+    throw OutOfMemoryError(what + ": a " + t +
+                           " tensor has more elements than fit in int64 (its dims" +
                            (empty ? ", counting a 0 as 1," : "") + " multiply past 2^63 - 1)");
   }
-  throw OutOfMemoryError(what + ": a " + t + " tensor would need " +
-                         bytes_str(static_cast<double>(n) * static_cast<double>(dtype_size(dtype))) +
-                         ", more than a 64-bit size can hold (at most 2^63 - 1 bytes)");
+  throw OutOfMemoryError(
+      what + ": a " + t + " tensor would need " +
+      bytes_str(static_cast<double>(n) * static_cast<double>(dtype_size(dtype))) +
+      ", more than a 64-bit size can hold (at most 2^63 - 1 bytes)");
 }
 
 std::vector<int64_t> contiguous_strides(const Shape& s) {

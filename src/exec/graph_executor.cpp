@@ -334,13 +334,14 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
   for (const auto& [node, origin] : origins) {
     if (node == failed_node && origin) what = *origin + " failed when its program ran: ";
   }
-  what = (what.empty() ? "execution of graph " + hash.hex() + " failed: " : what) + error_text(error) +
-         (what.empty() ? "" : " (graph " + hash.hex() + ")");
+  what = (what.empty() ? "execution of graph " + hash.hex() + " failed: " : what) +
+         error_text(error) + (what.empty() ? "" : " (graph " + hash.hex() + ")");
   std::exception_ptr err;
   // Out of memory stays OutOfMemoryError (Python: MemoryError), naming the program's outputs.
   if (is_out_of_memory(error)) {
     what += "; the program's outputs:";
-    for (const auto& [dt, shape] : root_types) what += " " + std::string(dtype_name(dt)) + shape_str(shape);
+    for (const auto& [dt, shape] : root_types)
+      what += " " + std::string(dtype_name(dt)) + shape_str(shape);
     err = std::make_exception_ptr(OutOfMemoryError(what));
   } else {
     err = std::make_exception_ptr(ExecutionError(what));

@@ -42,7 +42,8 @@ void check_fill_value(const char* op, const Scalar& s, DType dtype) {
   double d = s.to_double();
   switch (dtype) {
     case DType::Bool:
-    case DType::Float64: break;
+    case DType::Float64:
+      break;
     case DType::Float32:
       ok = !std::isfinite(d) || std::fabs(d) <= std::numeric_limits<float>::max();
       break;
@@ -68,13 +69,14 @@ void check_fill_value(const char* op, const Scalar& s, DType dtype) {
 namespace internal {
 void check_value_count(const char* op, size_t count, const IntList& shape) {
   for (int64_t s : shape) {
-    if (s < 0) throw ValueError(std::string(op) + ": negative dimension in shape " + shape_str(shape));
+    if (s < 0)
+      throw ValueError(std::string(op) + ": negative dimension in shape " + shape_str(shape));
   }
   int64_t n = numel_or_overflow(shape);
   if (n < 0 || static_cast<uint64_t>(n) != count) {
     throw ValueError(std::string(op) + ": " + std::to_string(count) + " values do not fill shape " +
-                     shape_str(shape) + " (" + (n < 0 ? std::string("more than 2^63") : std::to_string(n)) +
-                     " elements)");
+                     shape_str(shape) + " (" +
+                     (n < 0 ? std::string("more than 2^63") : std::to_string(n)) + " elements)");
   }
 }
 }  // namespace internal
@@ -157,7 +159,8 @@ int64_t arange_length(const Scalar& start, const Scalar& end, const Scalar& step
     if (n < 0x1p63) return static_cast<int64_t>(n);
   }
   char buf[160];
-  std::snprintf(buf, sizeof buf, "arange(%s, %s, %s): the result would have %.4g elements, more than fit in int64",
+  std::snprintf(buf, sizeof buf,
+                "arange(%s, %s, %s): the result would have %.4g elements, more than fit in int64",
                 scalar_str(start).c_str(), scalar_str(end).c_str(), scalar_str(step).c_str(),
                 std::ceil((end.to_double() - start.to_double()) / step.to_double()));
   throw OutOfMemoryError(buf);
@@ -226,7 +229,8 @@ Tensor randint(int64_t low, int64_t high, const IntList& shape, DType dtype) {
   ir::Value u = random(OpKind::RngUniform, shape, DType::Float64, "randint (drawn in float64)");
   // floor(u * (high - low)) + low; u < 1 so the result stays below high. The span is computed in
   // double: high - low may pass int64.
-  ir::Value span = frontend::scalar_value(static_cast<double>(high) - static_cast<double>(low), DType::Float64);
+  ir::Value span =
+      frontend::scalar_value(static_cast<double>(high) - static_cast<double>(low), DType::Float64);
   ir::Value v = node(OpKind::Floor, {node(OpKind::Mul, {u, span})});
   v = node(OpKind::Add, {frontend::cast(v, DType::Int64), frontend::scalar_value(low, DType::Int64)});
   return wrap(frontend::cast(v, dtype));

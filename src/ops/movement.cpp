@@ -205,8 +205,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
       }
     }
     if (__builtin_add_overflow(out[d], t.shape()[d], &out[d])) {
-      throw OutOfMemoryError(frontend::describe("cat", ops) + ": the sizes in dim " + std::to_string(d) +
-                             " add up past int64");
+      throw OutOfMemoryError(frontend::describe("cat", ops) + ": the sizes in dim " +
+                             std::to_string(d) + " add up past int64");
     }
   }
   check_tensor_size(frontend::describe("cat", ops), out, dt);

@@ -280,8 +280,8 @@ Tensor& Tensor::fill_(const Tensor& value) {
   check_defined("fill_");
   if (!value.defined()) throw ValueError("fill_: the value tensor is undefined");
   if (value.dim() != 0) {  // as PyTorch: a tensor value is one number, never broadcast
-    throw ValueError(frontend::desc("fill_", *this) + ": the value must be a 0-dim tensor, got shape " +
-                     shape_str(value.shape()));
+    throw ValueError(frontend::desc("fill_", *this) +
+                     ": the value must be a 0-dim tensor, got shape " + shape_str(value.shape()));
   }
   return copy_(value);
 }

@@ -78,16 +78,27 @@ TEST(SizeLimits, ZerosInt64MaxThrowsOutOfMemoryAtTheOp) {
 }
 
 TEST(SizeLimits, CreationPastInt64BytesOrElementsThrowsOutOfMemory) {
-  expect_throw<lz::OutOfMemoryError>([] { lz::ones({int64_t{1} << 62}); }, {"ones", "[4611686018427387904]"});
-  expect_throw<lz::OutOfMemoryError>([] { lz::zeros({int64_t{1} << 31, int64_t{1} << 31}); }, {"zeros"});
-  expect_throw<lz::OutOfMemoryError>([] { lz::ones({int64_t{1} << 32, int64_t{1} << 32}); },
-                                     {"ones", "[4294967296, 4294967296]", "elements"});
-  expect_throw<lz::OutOfMemoryError>([] { lz::full({int64_t{1} << 61}, 2.5, lz::kFloat64); }, {"full"});
+  expect_throw<lz::OutOfMemoryError>([] { lz::ones({int64_t{1} << 62}); },
+                                     {"ones", "[4611686018427387904]"});
+  expect_throw<lz::OutOfMemoryError>(
+      [] {
+        lz::zeros({int64_t{1} << 31, int64_t{1} << 31});
+      },
+      {"zeros"});
+  expect_throw<lz::OutOfMemoryError>(
+      [] {
+        lz::ones({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      {"ones", "[4294967296, 4294967296]", "elements"});
+  expect_throw<lz::OutOfMemoryError>([] { lz::full({int64_t{1} << 61}, 2.5, lz::kFloat64); },
+                                     {"full"});
   expect_throw<lz::OutOfMemoryError>([] { lz::eye(int64_t{1} << 40); }, {"eye"});
-  expect_throw<lz::OutOfMemoryError>([] { lz::arange(0, int64_t{1} << 62, 1); }, {"arange", "int64"});
+  expect_throw<lz::OutOfMemoryError>([] { lz::arange(0, int64_t{1} << 62, 1); },
+                                     {"arange", "int64"});
   expect_throw<lz::OutOfMemoryError>([] { lz::arange(0.0, 1e30, 1e-30); }, {"arange", "elements"});
   expect_throw<lz::OutOfMemoryError>([] { lz::rand({int64_t{1} << 62}); }, {"rand"});
-  expect_throw<lz::OutOfMemoryError>([] { lz::randint(0, 3, {int64_t{1} << 61}, lz::kInt32); }, {"randint"});
+  expect_throw<lz::OutOfMemoryError>([] { lz::randint(0, 3, {int64_t{1} << 61}, lz::kInt32); },
+                                     {"randint"});
 }
 
 TEST(SizeLimits, ShapesAtTheLimitAreRecordedLazily) {
@@ -99,28 +110,43 @@ TEST(SizeLimits, ShapesAtTheLimitAreRecordedLazily) {
 
 TEST(SizeLimits, TensorFromTooFewValuesThrowsValueError) {
   // It read 100000 floats from a 3-element vector (ASan: heap-buffer-overflow).
-  expect_throw<lz::ValueError>([] { lz::tensor<float>({1, 2, 3}, {100000}); },
-                               {"tensor", "3 values", "[100000]"});
+  expect_throw<lz::ValueError>(
+      [] {
+        lz::tensor<float>({1, 2, 3}, {100000});
+      },
+      {"tensor", "3 values", "[100000]"});
   expect_throw<lz::ValueError>([] { lz::tensor<bool>({true}, {2, 2}); }, {"tensor", "1 values"});
-  expect_throw<lz::ValueError>([] { lz::tensor<int64_t>({1, 2, 3, 4}, {2}); }, {"tensor", "4 values"});
+  expect_throw<lz::ValueError>(
+      [] {
+        lz::tensor<int64_t>({1, 2, 3, 4}, {2});
+      },
+      {"tensor", "4 values"});
   expect_throw<lz::ValueError>([] { lz::tensor<float>({1, 2}, {-1, -2}); }, {"negative"});
   // (2^62 + 1) * 4 wraps to 4 in int64.
-  expect_throw<lz::ValueError>([] { lz::tensor<float>({1, 2, 3, 4}, {(int64_t{1} << 62) + 1, 4}); },
-                               {"tensor", "more than 2^63"});
+  expect_throw<lz::ValueError>(
+      [] {
+        lz::tensor<float>({1, 2, 3, 4}, {(int64_t{1} << 62) + 1, 4});
+      },
+      {"tensor", "more than 2^63"});
   expect_values(lz::tensor<float>({1, 2, 3, 4}, {2, 2}), kFloat32, {2, 2}, {1, 2, 3, 4});
 }
 
 TEST(SizeLimits, FromDataNullPointerThrowsValueError) {
   expect_throw<lz::ValueError>([] { lz::from_data(nullptr, kFloat32, {4}); }, {"tensor", "null"});
   EXPECT_EQ(lz::from_data(nullptr, kFloat32, {0, 3}).numel(), 0);  // nothing to read
-  expect_throw<lz::OutOfMemoryError>([] { float x = 0; lz::from_data(&x, kFloat32, {kI64Max}); },
-                                     {"tensor"});
+  expect_throw<lz::OutOfMemoryError>(
+      [] {
+        float x = 0;
+        lz::from_data(&x, kFloat32, {kI64Max});
+      },
+      {"tensor"});
 }
 
 TEST(SizeLimits, HugeLazyTensorThrowsOutOfMemoryAtTheReadAndRuntimeKeepsWorking) {
   Tensor t = lz::zeros({int64_t{1} << 40});  // 4 TiB: fits the size limit, not the machine
-  expect_throw<lz::OutOfMemoryError>([&] { t.to_vector<float>(); },
-                                     {"float32[1099511627776]", "4398046511104 bytes", "RAM and swap"});
+  expect_throw<lz::OutOfMemoryError>(
+      [&] { t.to_vector<float>(); },
+      {"float32[1099511627776]", "4398046511104 bytes", "RAM and swap"});
 }
 
 TEST(SizeLimits, HugeSyncThrowsOutOfMemoryAtTheWait) {
@@ -153,11 +179,17 @@ TEST(SizeLimits, CatPastInt64Throws) {
 
 // The operands live inside the lambdas: a sync after the check must not try to materialize them.
 TEST(SizeLimits, MatmulOutputPastInt64Throws) {
-  expect_throw<lz::OutOfMemoryError>([] { lz::matmul(lz::ones({kBig, 1}), lz::ones({1, kBig})); },
-                                     {"matmul", "[274877906944, 274877906944]"});
+  expect_throw<lz::OutOfMemoryError>(
+      [] {
+        lz::matmul(lz::ones({kBig, 1}), lz::ones({1, kBig}));
+      },
+      {"matmul", "[274877906944, 274877906944]"});
   // Batch dims that broadcast past int64.
   expect_throw<lz::OutOfMemoryError>(
-      [] { lz::matmul(lz::ones({kBig, 1, 1, 1}), lz::ones({1, kBig, 1, 1})); }, {"matmul"});
+      [] {
+        lz::matmul(lz::ones({kBig, 1, 1, 1}), lz::ones({1, kBig, 1, 1}));
+      },
+      {"matmul"});
 }
 
 TEST(SizeLimits, HugeMatmulOutputThrowsAtTheRead) {
@@ -167,17 +199,26 @@ TEST(SizeLimits, HugeMatmulOutputThrowsAtTheRead) {
 }
 
 TEST(SizeLimits, BroadcastAndCastPastInt64ThrowNamingTheOp) {
-  expect_throw<lz::OutOfMemoryError>([] { lz::add(lz::ones({kBig, 1}), lz::ones({1, kBig})); },
-                                     {"add", "[274877906944, 274877906944]"});
+  expect_throw<lz::OutOfMemoryError>(
+      [] {
+        lz::add(lz::ones({kBig, 1}), lz::ones({1, kBig}));
+      },
+      {"add", "[274877906944, 274877906944]"});
   Tensor m = lz::ones({1}, lz::kBool).expand({int64_t{1} << 62});  // a view: never synced
   expect_throw<lz::OutOfMemoryError>([&] { m.to(lz::kFloat64); }, {"[4611686018427387904]"});
 }
 
 TEST(SizeLimits, ReshapeWhoseSizesWrapThrowsValueError) {
-  expect_throw<lz::ValueError>([] { make({1, 2, 3, 4}, {4}).reshape({(int64_t{1} << 62) + 1, 4}); },
-                               {"reshape", "past int64"});
-  expect_throw<lz::ValueError>([] { make({1, 2, 3, 4}, {4}).reshape({(int64_t{1} << 62) + 1, 4, -1}); },
-                               {"reshape"});
+  expect_throw<lz::ValueError>(
+      [] {
+        make({1, 2, 3, 4}, {4}).reshape({(int64_t{1} << 62) + 1, 4});
+      },
+      {"reshape", "past int64"});
+  expect_throw<lz::ValueError>(
+      [] {
+        make({1, 2, 3, 4}, {4}).reshape({(int64_t{1} << 62) + 1, 4, -1});
+      },
+      {"reshape"});
 }
 
 TEST(SizeLimits, SliceAndChunkWithHugeStepsStayExact) {
@@ -185,7 +226,11 @@ TEST(SizeLimits, SliceAndChunkWithHugeStepsStayExact) {
   expect_values(x.slice(0, 0, 10, kI64Max), kInt64, {1}, {0});
   expect_values(x.slice(0, 3, std::nullopt, int64_t{1} << 62), kInt64, {1}, {3});
   EXPECT_EQ(lz::chunk(x, kI64Max, 0).size(), 10u);
-  expect_throw<lz::ValueError>([&] { lz::split(x, lz::IntList{kI64Max, kI64Max, 12}, 0); }, {"split"});
+  expect_throw<lz::ValueError>(
+      [&] {
+        lz::split(x, lz::IntList{kI64Max, kI64Max, 12}, 0);
+      },
+      {"split"});
 }
 
 TEST(SizeLimits, StorageLargerThanMemoryThrowsOutOfMemory) {
@@ -211,9 +256,11 @@ TEST(SizeLimits, CheckTensorSizeCountsBytes) {
 
 TEST(SizeLimits, FullAndFillWithValuesPastTheDtypeThrowValueError) {
   double nan = std::nan("");
-  expect_throw<lz::ValueError>([&] { lz::full({2}, nan, kInt64); }, {"full", "nan", "int64", "overflow"});
+  expect_throw<lz::ValueError>([&] { lz::full({2}, nan, kInt64); },
+                               {"full", "nan", "int64", "overflow"});
   expect_throw<lz::ValueError>([&] { lz::full({2}, 1e19, kInt64); }, {"full"});
-  expect_throw<lz::ValueError>([&] { lz::full({2}, int64_t{1} << 40, lz::kInt32); }, {"full", "int32"});
+  expect_throw<lz::ValueError>([&] { lz::full({2}, int64_t{1} << 40, lz::kInt32); },
+                               {"full", "int32"});
   expect_throw<lz::ValueError>([&] { lz::full({2}, 1e300, kFloat32); }, {"full", "float32"});
   Tensor t = lz::zeros({2}, kInt64);
   expect_throw<lz::ValueError>([&] { t.fill_(nan); }, {"fill_", "nan"});
