@@ -350,9 +350,13 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
   // failure did not reach it (an optimizer's step count stays in step with its moments); a new
   // tensor the failure did not reach keeps its value, the others have none.
   for (size_t r = 0; r < outputs.size(); ++r) {
-    if (restore_root(*outputs[r], r < restore.size() ? restore[r] : nullptr, outs[r], params, root_types[r])) {
-      continue;
+    bool restored = false;
+    try {  // the copy may need memory; on the executor thread nothing may escape
+      restored = restore_root(*outputs[r], r < restore.size() ? restore[r] : nullptr, outs[r], params,
+                              root_types[r]);
+    } catch (...) {
     }
+    if (restored) continue;
     if (!failed[r]) {
       outputs[r]->storage = std::move(outs[r]);
     } else {
