@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -27,9 +28,19 @@ bool env_bool(const char* name, bool def) {
   const char* v = env(name);
   if (!v || !*v) return def;
   std::string s(v);
-  if (s == "1" || s == "true" || s == "TRUE" || s == "yes" || s == "on") return true;
-  if (s == "0" || s == "false" || s == "FALSE" || s == "no" || s == "off") return false;
-  throw ValueError(std::string(name) + "='" + s + "' is not a boolean (use 0 or 1)");
+  std::string l;
+  for (char ch : s) l += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (l == "1" || l == "true" || l == "yes" || l == "on") return true;
+  if (l == "0" || l == "false" || l == "no" || l == "off") return false;
+  throw ValueError(std::string(name) + "='" + s +
+                   "' is not a boolean (use 1/0, true/false, yes/no or on/off, in any case)");
+}
+
+// "~" and "~/..." name the home directory, as a shell would have expanded them.
+std::string expand_home(std::string path) {
+  if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
+  const char* home = env("HOME");
+  return home ? std::string(home) + path.substr(1) : path;
 }
 
 Config read_env() {
@@ -43,7 +54,7 @@ Config read_env() {
   c.compilation_cache_size = env_int("LAZULI_COMPILATION_CACHE_SIZE", 2048, 1);
   c.ir_shape_cache_size = env_int("LAZULI_IR_SHAPE_CACHE_SIZE", 12288, 1);
   if (const char* d = env("LAZULI_CACHE_DIR")) {
-    c.cache_dir = d;
+    c.cache_dir = expand_home(d);
   } else if (const char* home = env("HOME")) {
     c.cache_dir = std::string(home) + "/.cache/lazuli";
   }
