@@ -29,7 +29,6 @@ const std::string& library_identity() {
   return id;
 }
 
-namespace {
 std::string error_text(const std::exception_ptr& e) {
   try {
     if (e) std::rethrow_exception(e);
@@ -39,7 +38,6 @@ std::string error_text(const std::exception_ptr& e) {
   }
   return "unknown error";
 }
-}  // namespace
 
 PartialRunFailure::PartialRunFailure(std::vector<bool> failed, std::exception_ptr e, int node)
     : root_failed(std::move(failed)), error(std::move(e)), failed_node(node), what_(error_text(error)) {}

@@ -22,6 +22,9 @@ struct LoweringGraph {
   std::vector<ir::Value> roots;                         // the program's outputs, in order
 };
 
+// The message of an exception held by pointer ("unknown error" for a non-std exception).
+std::string error_text(const std::exception_ptr& e);
+
 // Thrown by Executable::run when a step failed (an index out of range, ...): every root computed
 // from it failed with it, the others hold their values. `error` is the first step's error.
 class PartialRunFailure : public std::exception {

@@ -231,16 +231,6 @@ std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& 
   return exe;
 }
 
-std::string error_text(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 bool is_out_of_memory(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);

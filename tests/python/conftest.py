@@ -45,6 +45,16 @@ def fresh_runtime():
     lz.eager_mode(False)
 
 
+@pytest.fixture(params=["cpu", "interp"])
+def backend(request):
+    """Runs the test once on each backend (the compiled one and the reference)."""
+    original = lz.backend()
+    lz._C._set_backend(request.param)
+    yield request.param
+    _drain()
+    lz._C._set_backend(original)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -14,14 +14,6 @@ from lazuli.nn import functional as F
 from conftest import counter
 
 
-@pytest.fixture(params=["cpu", "interp"])
-def backend(request):
-    original = lz.backend()
-    lz._C._set_backend(request.param)
-    yield request.param
-    lz.wait()
-    lz._C._set_backend(original)
-
 
 def device_index(values):
     """An int64 index tensor whose values are only known when a program runs."""

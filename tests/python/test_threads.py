@@ -12,14 +12,6 @@ import lazuli as lz
 STEPS = 300
 
 
-@pytest.fixture(params=["interp", "cpu"])
-def backend(request):
-    original = lz.backend()
-    lz._C._set_backend(request.param)
-    yield request.param
-    lz.wait()
-    lz._C._set_backend(original)
-
 
 def run_threads(*fns):
     """Runs each fn on its own thread; returns the exceptions they raised."""
