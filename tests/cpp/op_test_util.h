@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <source_location>
 #include <sstream>
 #include <string>
@@ -82,6 +83,44 @@ inline void expect_values(const lz::Tensor& t, lz::DType dtype, const std::vecto
     all.precision(9);
     for (size_t i = 0; i < got.size() && i < 32; ++i) all << (i ? ", " : "") << got[i];
     fail(std::to_string(nbad) + " value(s) differ:" + bad.str() + "\n  got: [" + all.str() + "]");
+  }
+}
+
+// The runtime still records, reads and syncs (after a failed op or program).
+inline void expect_runtime_works() {
+  expect_values(make({1, 2}, {2}) * 3 + 1, lz::kFloat32, {2}, {4, 7});
+  lz::Tensor pending = lz::exp(make({0}, {1}));
+  lz::sync(true);
+  expect_values(pending, lz::kFloat32, {1}, {1});
+}
+
+// Runs `bad`, which must throw E; returns its message ("" if it did not throw E). Checks that
+// the failed op left no new live tensor behind, and that the runtime still records, reads and
+// syncs afterwards.
+template <class E>
+std::string expect_throw_and_recover(const std::function<void()>& bad) {
+  int64_t live_before = lz::debug::live_tensor_count();
+  std::string msg;
+  bool thrown = false;
+  try {
+    bad();
+  } catch (const E& e) {
+    thrown = true;
+    msg = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
+  }
+  EXPECT_TRUE(thrown) << "expected an exception";
+  EXPECT_EQ(lz::debug::live_tensor_count(), live_before) << "the failed op left tensors behind";
+  expect_runtime_works();
+  EXPECT_EQ(lz::debug::live_tensor_count(), live_before);
+  return msg;
+}
+
+// All of `parts` appear in `msg`.
+inline void expect_mentions(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in message: " << msg;
   }
 }
 

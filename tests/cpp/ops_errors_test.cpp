@@ -17,43 +17,9 @@ using lz::kInt32;
 using lz::kInt64;
 using lz::Tensor;
 using lz_test::expect_values;
+using lz_test::expect_mentions;
+using lz_test::expect_throw_and_recover;
 using lz_test::make;
-
-// Runs `bad`, which must throw E; returns its message ("" if it did not throw E). Checks that
-// the failed op left no new live tensor behind, and that the runtime still records, reads and
-// syncs afterwards.
-template <class E>
-std::string expect_throw_and_recover(const std::function<void()>& bad) {
-  int64_t live_before = lz::debug::live_tensor_count();
-  std::string msg;
-  bool thrown = false;
-  try {
-    bad();
-  } catch (const E& e) {
-    thrown = true;
-    msg = e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-  }
-  EXPECT_TRUE(thrown) << "expected an exception";
-  EXPECT_EQ(lz::debug::live_tensor_count(), live_before) << "the failed op left tensors behind";
-  {
-    Tensor ok = make({1, 2}, {2}) * 3 + 1;
-    expect_values(ok, kFloat32, {2}, {4, 7});
-    Tensor pending = lz::exp(make({0}, {1}));
-    lz::sync(true);
-    expect_values(pending, kFloat32, {1}, {1});
-  }
-  EXPECT_EQ(lz::debug::live_tensor_count(), live_before);
-  return msg;
-}
-
-// All of `parts` appear in `msg`.
-void expect_mentions(const std::string& msg, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) {
-    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in message: " << msg;
-  }
-}
 
 TEST(OpsErrors, AddShapeMismatchIsValueErrorNamingShapes) {
   Tensor a = make({1, 2, 3, 4, 5, 6}, {2, 3});

@@ -27,39 +27,17 @@ using lz::kFloat32;
 using lz::kInt64;
 using lz::Tensor;
 using lz_test::expect_values;
+using lz_test::expect_runtime_works;
 using lz_test::make;
 
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kBig = int64_t{1} << 38;  // 1 TiB of float32
 
-void expect_runtime_works() {
-  expect_values(make({1, 2}, {2}) * 3 + 1, kFloat32, {2}, {4, 7});
-  Tensor pending = lz::exp(make({0}, {1}));
-  lz::sync(true);
-  expect_values(pending, kFloat32, {1}, {1});
-}
-
 // Runs `bad`, which must throw E naming every part; the failed op leaves no tensor behind and
 // the runtime still records, reads and syncs.
 template <class E>
 void expect_throw(const std::function<void()>& bad, const std::vector<std::string>& parts) {
-  int64_t live_before = lz::debug::live_tensor_count();
-  std::string msg;
-  bool thrown = false;
-  try {
-    bad();
-  } catch (const E& e) {
-    thrown = true;
-    msg = e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-  }
-  EXPECT_TRUE(thrown) << "expected an exception";
-  for (const std::string& p : parts) {
-    EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in message: " << msg;
-  }
-  EXPECT_EQ(lz::debug::live_tensor_count(), live_before) << "the failed op left tensors behind";
-  expect_runtime_works();
+  lz_test::expect_mentions(lz_test::expect_throw_and_recover<E>(bad), parts);
 }
 
 TEST(SizeLimits, OutOfMemoryErrorIsALazuliError) {

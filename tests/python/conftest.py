@@ -16,6 +16,21 @@ def counter(name):
     return lz.debug.counter_value(name)
 
 
+def raises_without_leak(exc, fn, *match):
+    """fn() raises exc, its message holds every string of `match`, and no tensor was left alive."""
+    gc.collect()
+    before = lz.debug.live_tensor_count()
+    with pytest.raises(exc) as info:
+        fn()
+    msg = str(info.value)
+    for m in match:
+        assert m in msg, f"{m!r} not in {msg!r}"
+    del info
+    gc.collect()
+    assert lz.debug.live_tensor_count() == before
+    return msg
+
+
 def executions():
     """Programs scheduled so far: every execution does exactly one compile-cache lookup."""
     return counter("CachedCompile") + counter("UncachedCompile")

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import lazuli as lz
-from conftest import counter, executions
+
+from conftest import counter, executions, raises_without_leak
 
 
 @pytest.fixture
@@ -16,21 +17,6 @@ def ts():
         "a": lz.ones(2, 3), "b": lz.ones(4, 5), "f": lz.tensor([1.0, 2.0]), "i": lz.tensor([1, 2]),
         "m": lz.tensor([True, False]),
     }
-
-
-def raises_without_leak(exc, fn, *match):
-    """fn() raises exc, its message holds every string of `match`, and no tensor was left alive."""
-    gc.collect()
-    before = lz.debug.live_tensor_count()
-    with pytest.raises(exc) as info:
-        fn()
-    msg = str(info.value)
-    for m in match:
-        assert m in msg, f"{m!r} not in {msg!r}"
-    del info
-    gc.collect()
-    assert lz.debug.live_tensor_count() == before
-    return msg
 
 
 SHAPE_ERRORS = [

@@ -3,7 +3,6 @@ never exist: the op that would record it raises lz.OutOfMemoryError (both an lz.
 MemoryError) naming the op and the shape, and records nothing. A huge shape that does fit is
 recorded lazily, as in PyTorch/XLA; materializing it raises the same error at the wait point, and
 the runtime keeps working. Values that overflow an integer dtype (nan into int64) are refused."""
-import gc
 import os
 import subprocess
 import sys
@@ -14,22 +13,9 @@ import pytest
 
 import lazuli as lz
 
+from conftest import raises_without_leak
+
 I64_MAX = 2**63 - 1
-
-
-def raises_without_leak(exc, fn, *match):
-    """fn() raises exc, its message holds every string of `match`, and no tensor was left alive."""
-    gc.collect()
-    before = lz.debug.live_tensor_count()
-    with pytest.raises(exc) as info:
-        fn()
-    msg = str(info.value)
-    for m in match:
-        assert m in msg, f"{m!r} not in {msg!r}"
-    del info
-    gc.collect()
-    assert lz.debug.live_tensor_count() == before
-    return msg
 
 
 # Operands here are lazy and at least 1 TiB, so a sync that materializes one by mistake fails

@@ -95,9 +95,11 @@ class Program final : public Executable {
     std::vector<bool> root_failed(roots.size(), false);
     for (size_t r = 0; r < roots.size(); ++r) {
       const Instr& ins = instrs[roots[r]];
-      bool donated = false;
-      for (const Storage* p : params) donated = donated || p->data() == outputs[r]->data();
-      if ((root_failed[r] = failed[roots[r]] != 0 || (first_error && donated))) continue;
+      bool donated = false;  // looked up only after a failure: a run without one pays nothing
+      for (size_t p = 0; first_error && !donated && p < params.size(); ++p) {
+        donated = params[p]->data() == outputs[r]->data();
+      }
+      if ((root_failed[r] = failed[roots[r]] != 0 || donated)) continue;
       size_t nbytes = static_cast<size_t>(numel(ins.shape)) * dtype_size(ins.dtype);
       copies.push_back({outputs[r]->data(), data[roots[r]], nbytes});
     }
