@@ -1,10 +1,11 @@
 // The one place the environment is read (core/config.cpp): boolean spellings, ~ in paths.
+#include "core/config.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <string>
 
-#include "core/config.h"
 #include "lazuli/error.h"
 
 namespace {
@@ -31,7 +32,8 @@ class ConfigTest : public ::testing::Test {
     }
     lz::mutable_config() = config_;
   }
-  static constexpr const char* kNames[2] = {"LAZULI_PERSISTENT_CACHE_READ_ONLY", "LAZULI_CACHE_DIR"};
+  static constexpr const char* kNames[2] = {"LAZULI_PERSISTENT_CACHE_READ_ONLY",
+                                            "LAZULI_CACHE_DIR"};
   bool had_[2] = {false, false};
   std::string saved_[2];
   lz::Config config_;
