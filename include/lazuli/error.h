@@ -1,6 +1,7 @@
 // Exceptions thrown by Lazuli. User mistakes throw ValueError / TypeError / IndexError (mapped to
-// the Python exceptions of the same name); everything else is an Error. All derive from Error, a
-// std::runtime_error. Nothing in the library aborts on user input.
+// the Python exceptions of the same name); a tensor too large to allocate throws OutOfMemoryError
+// (Python: lz.OutOfMemoryError, both an lz.Error and a MemoryError); everything else is an Error.
+// All derive from Error, a std::runtime_error. Nothing in the library aborts on user input.
 #pragma once
 #include <stdexcept>
 #include <string>
@@ -28,6 +29,14 @@ class IndexError : public Error {
 };
 // A program failed while running (possibly asynchronously); raised at the next wait or sync.
 class ExecutionError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A tensor that cannot be allocated. Raised by the op that records it when its element or byte
+// count does not fit in int64 (such a tensor can never exist), else by the wait point of the
+// program that failed to allocate it (instead of an ExecutionError); the runtime stays usable.
+class OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };

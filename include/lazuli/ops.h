@@ -33,10 +33,17 @@ class Operand {
 };
 
 // ---- creation -------------------------------------------------------------------------------
-// Copies `data` (numel(shape) elements of `dtype`): the tensor starts in the host state.
+// Copies `data` (numel(shape) elements of `dtype`): the tensor starts in the host state. `data`
+// must hold that many elements (it cannot be checked); a null `data` throws ValueError unless the
+// shape is empty.
 Tensor from_data(const void* data, DType dtype, const IntList& shape);
+namespace internal {
+// Throws ValueError naming `op` unless `count` values fill `shape` exactly.
+void check_value_count(const char* op, size_t count, const IntList& shape);
+}  // namespace internal
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const IntList& shape) {
+  internal::check_value_count("tensor", values.size(), shape);
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> b(values.begin(), values.end());
     return from_data(b.data(), DType::Bool, shape);

@@ -29,13 +29,23 @@ class Scalar {
   Scalar(int v) : kind_(Kind::Int), i_(v), d_(v) {}
   Scalar(long v) : kind_(Kind::Int), i_(v), d_(static_cast<double>(v)) {}
   Scalar(long long v) : kind_(Kind::Int), i_(v), d_(static_cast<double>(v)) {}
-  Scalar(float v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}
-  Scalar(double v) : kind_(Kind::Float), i_(static_cast<int64_t>(v)), d_(v) {}
+  Scalar(float v) : kind_(Kind::Float), i_(saturate(v)), d_(v) {}
+  Scalar(double v) : kind_(Kind::Float), i_(saturate(v)), d_(v) {}
   Kind kind() const { return kind_; }
   double to_double() const { return d_; }
+  // A float's value truncated toward zero, clamped to int64 (nan gives 0): ops that convert a
+  // number into an integer tensor check the range first (full, fill_).
   int64_t to_int() const { return i_; }
 
  private:
+  // static_cast of nan or of a double past int64 is undefined behaviour; this is not.
+  static int64_t saturate(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 0x1p63) return INT64_MAX;
+    if (v <= -0x1p63) return INT64_MIN;
+    return static_cast<int64_t>(v);
+  }
+
   Kind kind_;
   int64_t i_;
   double d_;
@@ -116,7 +126,9 @@ class Tensor {
   Tensor& div_(const Scalar& other);
   Tensor& copy_(const Tensor& src);
   Tensor& zero_();
-  Tensor& fill_(const Scalar& value);
+  Tensor& fill_(
+      const Scalar& value);  // throws ValueError if value overflows the dtype (nan into int)
+  Tensor& fill_(const Tensor& value);  // value: a 0-dim tensor
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
   // self[index[j], ...] = values[j, ...] along dim 0 (indexed assignment with an integer tensor).
   Tensor& index_put_(const Tensor& index, const Tensor& values);

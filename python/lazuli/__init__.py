@@ -7,7 +7,7 @@ import os as _os
 
 from . import _C
 from ._C import (  # noqa: F401  (the public names of API.md)
-    Tensor, Error, ExecutionError,
+    Tensor, Error, ExecutionError, OutOfMemoryError,
     from_numpy, zeros, ones, full, zeros_like, ones_like, full_like, arange, eye, rand, randn,
     randint, manual_seed, constant,
     exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu, erf, floor, ceil,
@@ -23,6 +23,10 @@ from ._tensor import tensor  # noqa: F401
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
+
+# Raised from the extension, but a public name of the package: tracebacks and repr say
+# lazuli.ExecutionError (lazuli._C.ExecutionError is the same class).
+ExecutionError.__module__ = "lazuli"
 
 dtype = _C.dtype
 _dtype_names = {int(v): k for k, v in dtype.__members__.items()}

@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from . import _C
+from ._origin import user_op
 
 _NP_TO_LZ = {
     np.dtype(np.float32): _C.dtype.float32,
@@ -128,6 +129,7 @@ def _basic_and_advanced(t, key):
     return view, advanced
 
 
+@user_op("x[index]")
 def _getitem(self, key):
     view, advanced = _basic_and_advanced(self, key)
     if not advanced:
@@ -149,6 +151,7 @@ def _getitem(self, key):
     if idx.dtype not in (_C.dtype.int64, _C.dtype.int32):
         raise IndexError(f"tensors used as indices must be integer or bool, got {idx.dtype}")
     size = view.shape[dim]
+    _C._check_index_bounds(idx, size, "x[index]")
     # Negative indices count from the end, as in PyTorch.
     idx = _C.where(idx < 0, idx + size, idx)
     picked = view.index_select(dim, idx.reshape(-1))
@@ -158,6 +161,7 @@ def _getitem(self, key):
     return picked.reshape(*shape)
 
 
+@user_op("x[index] = value")
 def _setitem(self, key, value):
     if not isinstance(value, _C.Tensor):
         value = _C._scalar_tensor(value, self.dtype)
@@ -176,6 +180,7 @@ def _setitem(self, key, value):
         view.copy_(_C.where(mask, value.to(view.dtype), view))
         return
     size = view.shape[dim]
+    _C._check_index_bounds(idx, size, "x[index] = value")
     idx = _C.where(idx < 0, idx + size, idx).reshape(-1)
     target_shape = list(view.shape)
     target_shape[dim] = idx.shape[0]
@@ -190,7 +195,19 @@ def _iter(self):
         yield self.select(0, i)
 
 
+def _format(self, spec):
+    """format(t, spec) as in PyTorch: a 0-d tensor formats its value (f"{loss:.4f}"); any other
+    tensor formats as str(t) with an empty spec and refuses a non-empty one."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    if spec:
+        raise TypeError(f"Tensor.__format__: the format spec {spec!r} needs a 0-d tensor, got shape "
+                        f"{tuple(self.shape)}; format t.item() (one element) or str(t) instead")
+    return str(self)
+
+
 _C.Tensor.__getitem__ = _getitem
 _C.Tensor.__setitem__ = _setitem
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
+_C.Tensor.__format__ = _format

@@ -17,11 +17,11 @@ void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls) {
             return py::cast(g);
           },
           [](const lz::Tensor& t, py::object g) {
-            lz::set_grad(t, g.is_none() ? lz::Tensor() : g.cast<lz::Tensor>());
+            lz::set_grad(t, g.is_none() ? lz::Tensor() : tensor_arg(g, "grad"));
           })
       .def_property_readonly("is_leaf", [](const lz::Tensor& t) { return lz::is_leaf(t); })
       .def("backward", [](const lz::Tensor& t, py::object gradient, bool retain_graph) {
-             lz::Tensor g = gradient.is_none() ? lz::Tensor() : gradient.cast<lz::Tensor>();
+             lz::Tensor g = gradient.is_none() ? lz::Tensor() : tensor_arg(gradient, "gradient");
              lz::backward(t, g, retain_graph);
            }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", [](const lz::Tensor& t) { return lz::detach(t); });

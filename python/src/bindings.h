@@ -6,6 +6,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "backend/buffer.h"
 #include "lazuli/lazuli.h"
 
@@ -24,12 +29,37 @@ struct type_caster<lz::Operand> {
 
 namespace lzpy {
 
-// None -> all dims; int -> [d]; sequence -> list.
-lz::IntList dims_arg(const py::object& dim);
+// Argument conversion (arguments.cpp). Each names its argument in PyTorch's words ("argument 'dim'
+// must be int or tuple of ints, not str"); the dispatcher puts the function's name in front
+// (argument_errors.cpp). Ints take anything with __index__ (numpy integers, 0-d integer tensors)
+// but not bools or floats; an int past int64 raises OverflowError.
+std::string type_name(py::handle h);
+int64_t int_arg(py::handle h, const char* arg);
+std::optional<int64_t> opt_int_arg(py::handle h, const char* arg);  // None -> nullopt
+bool bool_arg(py::handle h, const char* arg);
+// None -> all dims; int -> [d]; tuple or list of ints.
+lz::IntList dims_arg(const py::object& dim, const char* arg = "dim");
+lz::IntList int_list_arg(py::handle obj, const char* arg);
 // Varargs or one tuple/list: zeros(2, 3) and zeros((2, 3)).
-lz::IntList shape_args(const py::args& args);
-lz::IntList shape_arg(const py::object& obj);
-lz::DType dtype_arg(const py::object& dt, lz::DType fallback);
+lz::IntList shape_args(const py::args& args, const char* arg = "size");
+lz::IntList shape_arg(const py::object& obj, const char* arg = "size");
+lz::DType dtype_arg(const py::object& dt, lz::DType fallback, const char* arg = "dtype");
+lz::Operand operand_arg(py::handle h, const char* arg);
+lz::Scalar number_arg(py::handle h, const char* arg);  // a number, not a tensor
+lz::Tensor tensor_arg(py::handle h, const char* arg);
+// A list or tuple of tensors (or one tensor, when one_tensor_ok).
+std::vector<lz::Tensor> tensors_arg(py::handle h, const char* arg, bool one_tensor_ok = false);
+// Routes every function of `m` (and its submodules and classes) through the dispatcher that
+// names the function and the argument in argument errors. Called once all bindings exist.
+void install_argument_errors(py::module_& m);
+// Ctrl-C stops a compile of the Python main thread at the next kernel boundary and raises
+// KeyboardInterrupt (interrupt.cpp). Called after the module's exception translator.
+void install_compile_interrupt(py::module_& m);
+// Runs `work` (with the GIL held; it may release it). When Ctrl-C stopped a compile inside it,
+// Python's SIGINT handler runs: KeyboardInterrupt (the default) propagates; a handler that returns
+// (a graceful-shutdown flag) means go on, so `work` runs again and its compile resumes (the
+// kernels finished before the signal are cached).
+void resume_after_interrupt(const std::function<void()>& work);
 
 // Waits for a value read in slices, releasing the GIL, so other threads run and Ctrl-C works.
 void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec);

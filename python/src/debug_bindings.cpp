@@ -23,16 +23,13 @@ void bind_debug(py::module_& m) {
   d.def("clear_metrics", &lz::debug::clear_metrics);
   d.def("tensor_state", &lz::debug::tensor_state, py::arg("tensor"));
   d.def("graph_hash", [](py::object ts) {
-    if (py::isinstance<lz::Tensor>(ts)) return lz::debug::graph_hash({ts.cast<lz::Tensor>()});
-    return lz::debug::graph_hash(ts.cast<std::vector<lz::Tensor>>());
+    return lz::debug::graph_hash(tensors_arg(ts, "tensors", true));
   }, py::arg("tensors"));
   d.def("dump_kernels", [](py::object ts, bool llvm_ir) {
-    if (py::isinstance<lz::Tensor>(ts)) return lz::debug::dump_kernels({ts.cast<lz::Tensor>()}, llvm_ir);
-    return lz::debug::dump_kernels(ts.cast<std::vector<lz::Tensor>>(), llvm_ir);
+    return lz::debug::dump_kernels(tensors_arg(ts, "tensors", true), llvm_ir);
   }, py::arg("tensors"), py::arg("llvm_ir") = false);
   d.def("dump_graph", [](py::object ts, const std::string& fmt) {
-    if (py::isinstance<lz::Tensor>(ts)) return lz::debug::dump_graph({ts.cast<lz::Tensor>()}, fmt);
-    return lz::debug::dump_graph(ts.cast<std::vector<lz::Tensor>>(), fmt);
+    return lz::debug::dump_graph(tensors_arg(ts, "tensors", true), fmt);
   }, py::arg("tensors"), py::arg("fmt") = "text");
   d.def("live_tensor_count", &lz::debug::live_tensor_count);
   d.def("explain_recompiles", &lz::debug::explain_recompiles, py::arg("enabled") = true);

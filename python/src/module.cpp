@@ -1,5 +1,5 @@
-// lazuli._C: module setup, error translation, dtypes, argument conversion and the Python
-// frame provider for call sites.
+// lazuli._C: module setup, error translation, dtypes, value reads and the Python frame provider
+// for call sites (argument conversion: arguments.cpp).
 #include <filesystem>
 #include <string>
 #include <unordered_map>
@@ -8,44 +8,6 @@
 #include "exec/cut_record.h"
 #include "ops/frontend.h"
 
-namespace pybind11::detail {
-bool type_caster<lz::Operand>::load(handle src, bool convert) {
-  if (py::isinstance<lz::Tensor>(src)) {
-    value = lz::Operand(src.cast<lz::Tensor>());
-    return true;
-  }
-  if (PyBool_Check(src.ptr())) {
-    value = lz::Operand(src.ptr() == Py_True);
-    return true;
-  }
-  if (PyLong_Check(src.ptr())) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(src.ptr(), &overflow);
-    if (overflow) return false;
-    value = lz::Operand(v);
-    return true;
-  }
-  if (PyFloat_Check(src.ptr())) {
-    value = lz::Operand(PyFloat_AsDouble(src.ptr()));
-    return true;
-  }
-  if (!convert) return false;
-  // numpy scalars and 0-d arrays keep their kind: integers stay integers.
-  py::object o = py::reinterpret_borrow<py::object>(src);
-  if (py::hasattr(o, "dtype") && py::hasattr(o, "ndim") && o.attr("ndim").cast<int>() == 0) {
-    std::string kind = py::str(o.attr("dtype").attr("kind"));
-    if (kind == "b") { value = lz::Operand(o.cast<bool>()); return true; }
-    if (kind == "i" || kind == "u") { value = lz::Operand(o.cast<long long>()); return true; }
-    if (kind == "f") { value = lz::Operand(o.cast<double>()); return true; }
-    return false;
-  }
-  if (PyIndex_Check(src.ptr())) {
-    value = lz::Operand(o.cast<long long>());
-    return true;
-  }
-  return false;
-}
-}  // namespace pybind11::detail
 
 namespace lzpy {
 namespace {
@@ -127,42 +89,6 @@ std::vector<lz::UserFrame> python_frames(int max_frames) {
 
 }  // namespace
 
-lz::IntList dims_arg(const py::object& dim) {
-  if (dim.is_none()) return {};
-  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
-  return dim.cast<std::vector<int64_t>>();
-}
-
-lz::IntList shape_arg(const py::object& obj) {
-  if (py::isinstance<py::int_>(obj)) return {obj.cast<int64_t>()};
-  if (py::isinstance<py::tuple>(obj) || py::isinstance<py::list>(obj)) {
-    lz::IntList out;
-    for (py::handle h : obj) {
-      if (!py::isinstance<py::int_>(h) && !py::hasattr(h, "__index__")) {
-        throw py::type_error("shape entries must be ints, got " + std::string(py::str(py::type::of(h).attr("__name__"))));
-      }
-      out.push_back(h.cast<int64_t>());
-    }
-    return out;
-  }
-  throw py::type_error("a shape must be an int, a tuple or a list of ints, got " +
-                       std::string(py::str(py::type::of(obj).attr("__name__"))));
-}
-
-lz::IntList shape_args(const py::args& args) {
-  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return shape_arg(args[0]);
-  lz::IntList out;
-  for (py::handle h : args) out.push_back(shape_arg(py::reinterpret_borrow<py::object>(h)).at(0));
-  return out;
-}
-
-lz::DType dtype_arg(const py::object& dt, lz::DType fallback) {
-  if (dt.is_none()) return fallback;
-  if (py::isinstance<lz::DType>(dt)) return dt.cast<lz::DType>();
-  throw py::type_error("dtype must be a lazuli dtype (lz.float32, lz.float64, lz.int32, lz.int64, lz.bool), got " +
-                       std::string(py::repr(dt)));
-}
-
 void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
   if (!exec) return;
   for (;;) {
@@ -177,7 +103,8 @@ void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
 }
 
 py::array to_numpy(const lz::Tensor& t) {
-  lz::BufferPtr b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead);
+  lz::BufferPtr b;
+  resume_after_interrupt([&] { b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead); });
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
@@ -226,6 +153,10 @@ PYBIND11_MODULE(_C, m) {
   static py::exception<lz::ExecutionError> exec_error(m, "ExecutionError", error.ptr());
   static py::exception<lz::UnexpectedExecutionError> unexpected(m, "UnexpectedExecutionError", error.ptr());
   static py::exception<lz::TooManyGraphsError> too_many(m, "TooManyGraphsError", error.ptr());
+  // Both a lazuli error and Python's MemoryError: `except MemoryError` and `except lz.Error`
+  // (a RuntimeError, as PyTorch's out-of-memory errors are) both catch it.
+  py::tuple oom_bases = py::make_tuple(error, py::handle(PyExc_MemoryError));
+  static py::exception<lz::OutOfMemoryError> oom(m, "OutOfMemoryError", oom_bases);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -241,6 +172,11 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(unexpected.ptr(), e.what());
     } catch (const lz::TooManyGraphsError& e) {
       PyErr_SetString(too_many.ptr(), e.what());
+    } catch (const lz::OutOfMemoryError& e) {
+      PyErr_SetString(oom.ptr(), e.what());
+    } catch (const std::bad_alloc& e) {
+      // Lazuli's own allocations raise OutOfMemoryError naming their size; this is any other.
+      PyErr_SetString(oom.ptr(), (std::string("out of memory (") + e.what() + ")").c_str());
     } catch (const lz::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     } catch (const py::cast_error& e) {
@@ -269,4 +205,6 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_autograd(m, tensor_cls);
   lzpy::bind_runtime(m);
   lzpy::bind_debug(m);
+  lzpy::install_compile_interrupt(m);
+  lzpy::install_argument_errors(m);  // last: every function exists now
 }

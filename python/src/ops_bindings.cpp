@@ -3,6 +3,7 @@
 #include "ops/frontend.h"
 #include "tensor/lazy_tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace lzpy {
@@ -13,14 +14,9 @@ using lz::Tensor;
 using Unary = Tensor (*)(const Tensor&);
 using Binary = Tensor (*)(const Operand&, const Operand&);
 
-std::optional<lz::Scalar> opt_scalar(const py::object& o) {
+std::optional<lz::Scalar> opt_scalar(const py::object& o, const char* arg) {
   if (o.is_none()) return std::nullopt;
-  Operand v = o.cast<Operand>();
-  if (v.is_tensor()) {
-    // PyTorch accepts tensors as clamp bounds; a one-element tensor is read as a number.
-    throw py::type_error("clamp: min and max must be numbers");
-  }
-  return v.scalar();
+  return number_arg(o, arg);  // PyTorch also takes tensor bounds; Lazuli takes numbers
 }
 
 py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool is_max) {
@@ -29,29 +25,114 @@ py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool
     Tensor o = dim.cast<Tensor>();
     return py::cast(is_max ? lz::maximum(x, o) : lz::minimum(x, o));
   }
-  auto r = is_max ? lz::max(x, dim.cast<int64_t>(), keepdim) : lz::min(x, dim.cast<int64_t>(), keepdim);
+  int64_t d = int_arg(dim, "dim");
+  auto r = is_max ? lz::max(x, d, keepdim) : lz::min(x, d, keepdim);
   return py::make_tuple(r.first, r.second);
-}
-
-std::optional<int64_t> opt_dim(const py::object& d) {
-  if (d.is_none()) return std::nullopt;
-  return d.cast<int64_t>();
 }
 
 lz::IntList varargs_shape(const py::args& args) { return shape_args(args); }
 
 py::object split_impl(const Tensor& x, const py::object& size_or_sections, int64_t dim) {
-  std::vector<Tensor> parts = py::isinstance<py::int_>(size_or_sections)
-                                  ? lz::split(x, size_or_sections.cast<int64_t>(), dim)
-                                  : lz::split(x, size_or_sections.cast<lz::IntList>(), dim);
+  const char* arg = "split_size_or_sections";
+  std::vector<Tensor> parts = PyLong_Check(size_or_sections.ptr()) || PyIndex_Check(size_or_sections.ptr())
+                                  ? lz::split(x, int_arg(size_or_sections, arg), dim)
+                                  : lz::split(x, int_list_arg(size_or_sections, arg), dim);
   return py::tuple(py::cast(parts));
+}
+
+// A device for Tensor.to: a string or a torch.device-like object (with .type and .index). Lazuli
+// runs everything on one device; these are its names.
+void check_device(py::handle d) {
+  std::string spec;
+  if (py::isinstance<py::str>(d)) {
+    spec = d.cast<std::string>();
+  } else if (py::hasattr(d, "type") && py::isinstance<py::str>(d.attr("type"))) {
+    spec = d.attr("type").cast<std::string>();
+    py::object index = d.attr("index");
+    if (py::hasattr(d, "index") && !index.is_none()) spec += ":" + std::string(py::str(index));
+  } else {
+    throw py::type_error("Tensor.to(): expected a dtype, a device or a Tensor, got " + type_name(d));
+  }
+  std::string kind = spec.substr(0, spec.find(':'));
+  bool ok = kind == "cpu" || kind == "lazy" || kind == "lazuli";
+  if (ok && kind.size() < spec.size()) {
+    std::string index = spec.substr(kind.size() + 1);
+    ok = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos &&
+         index.size() < 6 && std::stoi(index) < std::max(1, lz::device_count());
+  }
+  if (ok) return;
+  std::string msg = "Tensor.to(): '" + spec + "' is not a Lazuli device (its one device is 'cpu', "
+                    "also called 'lazy' or 'lazuli', optionally with ':0')";
+  for (const char* dt : {"float32", "float64", "int32", "int64", "bool", "float", "double", "long", "int"}) {
+    if (spec == dt) msg += "; for a dtype pass lz." + spec + ", not a string";
+  }
+  throw py::value_error(msg);
+}
+
+// Tensor.to in PyTorch's forms: to(dtype, non_blocking=False, copy=False), to(device=None,
+// dtype=None, non_blocking=False, copy=False), to(other, non_blocking=False, copy=False). Like
+// PyTorch it returns the tensor itself when nothing changes (and copy is false).
+py::object tensor_to(py::object self, py::args args, py::kwargs kwargs) {
+  const Tensor& x = self.cast<const Tensor&>();
+  std::optional<lz::DType> dtype;
+  bool copy = false;
+  size_t next = 0;  // the next positional argument
+  auto take_dtype = [&](py::handle h) {
+    if (h.is_none()) return;
+    if (!py::isinstance<lz::DType>(h)) {
+      throw py::type_error("Tensor.to(): argument 'dtype' must be a lazuli dtype (lz.float32, lz.float64, "
+                           "lz.int32, lz.int64, lz.bool), not " + type_name(h));
+    }
+    dtype = h.cast<lz::DType>();
+  };
+  bool first_is_device = true;
+  if (args.size() > 0) {
+    py::handle a = args[0];
+    if (py::isinstance<lz::DType>(a)) {
+      dtype = a.cast<lz::DType>();
+      first_is_device = false;
+    } else if (py::isinstance<Tensor>(a)) {
+      dtype = a.cast<Tensor>().dtype();
+      first_is_device = false;
+    } else if (!a.is_none()) {
+      check_device(a);
+    }
+    next = 1;
+    if (first_is_device && args.size() > 1) take_dtype(args[next++]);
+  }
+  const char* flags[] = {"non_blocking", "copy"};
+  for (size_t f = 0; next < args.size(); ++f, ++next) {
+    if (f == 2) {
+      throw py::type_error("Tensor.to() takes at most " + std::to_string(next) + " positional arguments (" +
+                           std::to_string(args.size()) + " given)");
+    }
+    bool v = bool_arg(args[next], flags[f]);
+    if (f == 1) copy = v;
+  }
+  for (auto [key, value] : kwargs) {
+    std::string k = py::str(key);
+    if (k == "dtype") {
+      take_dtype(value);
+    } else if (k == "device") {
+      if (!value.is_none()) check_device(value);
+    } else if (k == "copy") {
+      copy = bool_arg(value, "copy");
+    } else if (k == "non_blocking") {
+      bool_arg(value, "non_blocking");  // every transfer is asynchronous already
+    } else if (k != "memory_format") {
+      throw py::type_error("Tensor.to() got an unexpected keyword argument '" + k + "'");
+    }
+  }
+  if (dtype && *dtype != x.dtype()) return py::cast(lz::cast(x, *dtype));
+  return copy ? py::cast(lz::contiguous(x)) : self;
 }
 
 // Flat indices of the true elements of a bool mask: the output size depends on values, so this
 // reads the mask (a cut with reason data-dependent-shape).
 Tensor nonzero_flat(const Tensor& mask) {
   if (mask.dtype() != lz::DType::Bool) throw py::type_error("mask must be a bool tensor");
-  lz::BufferPtr b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape);
+  lz::BufferPtr b;
+  resume_after_interrupt([&] { b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape); });
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   const auto* p = static_cast<const uint8_t*>(mask.numel() ? b->wait()->data() : nullptr);
@@ -90,15 +171,13 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   }
   m.def("where", &lz::where, py::arg("condition"), py::arg("input"), py::arg("other"));
   auto clamp = [](const Tensor& x, py::object min, py::object max) {
-    return lz::clamp(x, opt_scalar(min), opt_scalar(max));
+    return lz::clamp(x, opt_scalar(min, "min"), opt_scalar(max, "max"));
   };
   m.def("clamp", clamp, py::arg("input"), py::arg("min") = py::none(), py::arg("max") = py::none());
   cls.def("clamp", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
   cls.def("clip", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
-  cls.def("to", [](const Tensor& x, py::object dtype) {
-    if (py::isinstance<py::str>(dtype)) return x;  // a device name: there is one device
-    return lz::cast(x, dtype_arg(dtype, x.dtype()));
-  }, py::arg("dtype"));
+  cls.def("to", &tensor_to, "to(dtype), to(device=None, dtype=None), to(other); non_blocking and copy "
+          "keywords: PyTorch's forms. Lazuli's one device is 'cpu' (also 'lazy', 'lazuli', with ':0').");
   cls.def("float", [](const Tensor& x) { return lz::cast(x, lz::DType::Float32); });
   cls.def("double", [](const Tensor& x) { return lz::cast(x, lz::DType::Float64); });
   cls.def("int", [](const Tensor& x) { return lz::cast(x, lz::DType::Int32); });
@@ -122,14 +201,15 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   }
   for (bool is_max : {true, false}) {
     auto fn = [is_max](const Tensor& x, py::object dim, bool keepdim) {
-      return is_max ? lz::argmax(x, opt_dim(dim), keepdim) : lz::argmin(x, opt_dim(dim), keepdim);
+      std::optional<int64_t> d = opt_int_arg(dim, "dim");
+      return is_max ? lz::argmax(x, d, keepdim) : lz::argmin(x, d, keepdim);
     };
     m.def(is_max ? "argmax" : "argmin", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(is_max ? "argmax" : "argmin", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
   for (bool is_std : {false, true}) {
     auto fn = [is_std](const Tensor& x, py::object dim, py::object unbiased, int64_t correction, bool keepdim) {
-      if (!unbiased.is_none()) correction = unbiased.cast<bool>() ? 1 : 0;
+      if (!unbiased.is_none()) correction = bool_arg(unbiased, "unbiased") ? 1 : 0;
       return is_std ? lz::std(x, dims_arg(dim), correction, keepdim) : lz::var(x, dims_arg(dim), correction, keepdim);
     };
     const char* name = is_std ? "std" : "var";
@@ -150,7 +230,7 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
         py::arg("input"), py::arg("shape"));
   m.def("flatten", &lz::flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
   cls.def("flatten", &lz::flatten, py::arg("start_dim") = 0, py::arg("end_dim") = -1);
-  auto squeeze = [](const Tensor& x, py::object dim) { return lz::squeeze(x, opt_dim(dim)); };
+  auto squeeze = [](const Tensor& x, py::object dim) { return lz::squeeze(x, opt_int_arg(dim, "dim")); };
   m.def("squeeze", squeeze, py::arg("input"), py::arg("dim") = py::none());
   cls.def("squeeze", squeeze, py::arg("dim") = py::none());
   m.def("unsqueeze", &lz::unsqueeze, py::arg("input"), py::arg("dim"));
@@ -170,11 +250,14 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("clone", &lz::contiguous);
   cls.def("select", &lz::select, py::arg("dim"), py::arg("index"));
   cls.def("_slice", [](const Tensor& x, int64_t dim, py::object start, py::object end, int64_t step) {
-    return lz::slice(x, dim, opt_dim(start), opt_dim(end), step);
+    return lz::slice(x, dim, opt_int_arg(start, "start"), opt_int_arg(end, "end"), step);
   });
-  m.def("cat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("concat", &lz::cat, py::arg("tensors"), py::arg("dim") = 0);
-  m.def("stack", &lz::stack, py::arg("tensors"), py::arg("dim") = 0);
+  // Tensors as a list or tuple, not a tensor (whose rows a sequence caster would take).
+  auto cat = [](py::object ts, int64_t dim) { return lz::cat(tensors_arg(ts, "tensors"), dim); };
+  m.def("cat", cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("concat", cat, py::arg("tensors"), py::arg("dim") = 0);
+  m.def("stack", [](py::object ts, int64_t dim) { return lz::stack(tensors_arg(ts, "tensors"), dim); },
+        py::arg("tensors"), py::arg("dim") = 0);
   m.def("split", &split_impl, py::arg("tensor"), py::arg("split_size_or_sections"), py::arg("dim") = 0);
   cls.def("split", &split_impl, py::arg("split_size_or_sections"), py::arg("dim") = 0);
   auto chunk = [](const Tensor& x, int64_t chunks, int64_t dim) { return py::tuple(py::cast(lz::chunk(x, chunks, dim))); };
@@ -187,6 +270,13 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   m.def("scatter_add", &lz::scatter_add, py::arg("input"), py::arg("dim"), py::arg("index"), py::arg("src"));
   cls.def("scatter_add", &lz::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("_nonzero_flat", &nonzero_flat);
+  // Run-time errors name the op the user called (src/ir/origin.h): Python composites mark it.
+  m.def("_enter_user_op", [](const std::string& name) { return lz::ir::enter_user_op(name); });
+  m.def("_exit_user_op", [](bool outer) { lz::ir::exit_user_op(outer); });
+  // A host index's values checked at the line (negative values count from the end).
+  m.def("_check_index_bounds", [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative) {
+    lz::frontend::check_index_values(index, size, allow_negative, op.c_str());
+  }, py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true);
 
   // creation
   m.def("from_numpy", &from_numpy, py::arg("array"));
@@ -231,17 +321,16 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
           if (v.is_tensor()) throw py::type_error("full_like: the fill value must be a number");
           return lz::full(t.shape(), v.scalar(), dtype_arg(dtype, t.dtype()));
         }, py::arg("input"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none());
-  m.def("arange", [](const Operand& start, py::object end, const Operand& step, py::object dtype) {
-          if (start.is_tensor() || step.is_tensor()) throw py::type_error("arange: arguments must be numbers");
+  m.def("arange", [](py::object start, py::object end, py::object step, py::object dtype) {
           std::optional<lz::DType> dt;
           if (!dtype.is_none()) dt = dtype_arg(dtype, lz::DType::Float32);
-          if (end.is_none()) return lz::arange(0, start.scalar(), step.scalar(), dt);
-          Operand e = end.cast<Operand>();
-          if (e.is_tensor()) throw py::type_error("arange: arguments must be numbers");
-          return lz::arange(start.scalar(), e.scalar(), step.scalar(), dt);
+          lz::Scalar first = number_arg(start, end.is_none() ? "end" : "start");
+          lz::Scalar by = number_arg(step, "step");
+          if (end.is_none()) return lz::arange(0, first, by, dt);
+          return lz::arange(first, number_arg(end, "end"), by, dt);
         }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(), py::arg("dtype") = py::none());
   m.def("eye", [](int64_t n, py::object mcols, py::object dtype) {
-          return lz::eye(n, opt_dim(mcols), dtype_arg(dtype, lz::DType::Float32));
+          return lz::eye(n, opt_int_arg(mcols, "m"), dtype_arg(dtype, lz::DType::Float32));
         }, py::arg("n"), py::arg("m") = py::none(), py::kw_only(), py::arg("dtype") = py::none());
   m.def("rand", [](py::args shape, py::object dtype) { return lz::rand(shape_args(shape), dtype_arg(dtype, lz::DType::Float32)); },
         py::kw_only(), py::arg("dtype") = py::none());
@@ -249,8 +338,8 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
         py::kw_only(), py::arg("dtype") = py::none());
   m.def("randint", [](int64_t low, py::object high, py::object size, py::object dtype) {
           // randint(high, size) or randint(low, high, size), as in PyTorch.
-          if (size.is_none()) return lz::randint(0, low, shape_arg(high), dtype_arg(dtype, lz::DType::Int64));
-          return lz::randint(low, high.cast<int64_t>(), shape_arg(size), dtype_arg(dtype, lz::DType::Int64));
+          if (size.is_none()) return lz::randint(0, low, shape_arg(high, "size"), dtype_arg(dtype, lz::DType::Int64));
+          return lz::randint(low, int_arg(high, "high"), shape_arg(size), dtype_arg(dtype, lz::DType::Int64));
         }, py::arg("low"), py::arg("high"), py::arg("size") = py::none(), py::kw_only(), py::arg("dtype") = py::none());
   m.def("manual_seed", &lz::manual_seed, py::arg("seed"));
   m.def("constant", [](const Operand& v, py::object dtype) {

@@ -41,10 +41,10 @@ lz::CutReason reason_from_id(const std::string& id) {
 }
 
 void sync_impl(bool wait, bool reset_scope, lz::CutReason reason) {
-  {
+  resume_after_interrupt([&] {
     py::gil_scoped_release release;
     lz::step_barrier(false, reset_scope, reason);
-  }
+  });
   if (wait || lz::config().sync_wait) wait_all_interruptibly();
 }
 
@@ -78,10 +78,10 @@ void bind_runtime(py::module_& m) {
   m.def("_sync_with_reason", [](const std::string& reason, bool wait) { sync_impl(wait, true, reason_from_id(reason)); },
         py::arg("reason"), py::arg("wait") = false);
   m.def("sync_tensors", [](const std::vector<lz::Tensor>& ts, bool wait) {
-          {
+          resume_after_interrupt([&] {
             py::gil_scoped_release release;
             lz::sync_tensors(ts, false);
-          }
+          });
           if (wait) wait_all_interruptibly();
         }, py::arg("tensors"), py::arg("wait") = false);
   m.def("wait", &wait_all_interruptibly);

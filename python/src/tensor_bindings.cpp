@@ -42,7 +42,7 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def("size", [](const Tensor& x, py::object dim) -> py::object {
              if (dim.is_none()) return py::tuple(py::cast(x.shape()));
-             return py::int_(x.size(dim.cast<int64_t>()));
+             return py::int_(x.size(int_arg(dim, "dim")));
            }, py::arg("dim") = py::none())
       .def("__len__", [](const Tensor& x) {
         if (x.dim() == 0) throw py::type_error("len() of a 0-d tensor");
@@ -73,11 +73,11 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       })
       .def("__repr__", [](const Tensor& x) {
         std::string s;
-        {
+        resume_after_interrupt([&] {
           // to_string may wait for a program; let other threads run.
           py::gil_scoped_release r;
           s = x.to_string();
-        }
+        });
         return s;
       })
       // arithmetic (NotImplemented for operands that are neither tensors nor numbers)
@@ -143,12 +143,12 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
       .def("copy_", &Tensor::copy_, py::arg("src"))
       .def("zero_", &Tensor::zero_)
       .def("fill_", [](Tensor& a, const Operand& v) -> Tensor& {
-             return v.is_tensor() ? a.copy_(v.tensor()) : a.fill_(v.scalar());
+             return v.is_tensor() ? a.fill_(v.tensor()) : a.fill_(v.scalar());
            })
       .def("clamp_", [](Tensor& a, py::object min, py::object max) -> Tensor& {
              std::optional<lz::Scalar> lo, hi;
-             if (!min.is_none()) lo = number(min.cast<Operand>(), "clamp_", "min");
-             if (!max.is_none()) hi = number(max.cast<Operand>(), "clamp_", "max");
+             if (!min.is_none()) lo = number_arg(min, "min");
+             if (!max.is_none()) hi = number_arg(max, "max");
              return a.clamp_(lo, hi);
            }, py::arg("min") = py::none(), py::arg("max") = py::none())
       .def("index_put_", &Tensor::index_put_)

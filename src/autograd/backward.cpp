@@ -160,6 +160,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       throw Error("internal: gradient reached " + std::string(ir::op_name(n->op)) +
                   ", which is not differentiable");
     }
+    ir::InheritOriginScope inherit(n->origin);  // a gradient's index ops report the forward op
     std::vector<Value> og = rule.fn(*n, Value{n, 0}, g);
     for (size_t j = 0; j < n->operands.size(); ++j) {
       const Value& operand = n->operands[j];

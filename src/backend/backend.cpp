@@ -29,6 +29,21 @@ const std::string& library_identity() {
   return id;
 }
 
+namespace {
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+}  // namespace
+
+PartialRunFailure::PartialRunFailure(std::vector<bool> failed, std::exception_ptr e, int node)
+    : root_failed(std::move(failed)), error(std::move(e)), failed_node(node), what_(error_text(error)) {}
+
 const Hash128& Backend::env_hash() {
   std::call_once(env_once_, [this] {
     Hasher h;

@@ -22,12 +22,31 @@ struct LoweringGraph {
   std::vector<ir::Value> roots;                         // the program's outputs, in order
 };
 
+// Thrown by Executable::run when a step failed (an index out of range, ...): every root computed
+// from it failed with it, the others hold their values. `error` is the first step's error.
+class PartialRunFailure : public std::exception {
+ public:
+  PartialRunFailure(std::vector<bool> root_failed, std::exception_ptr error, int failed_node);
+  const char* what() const noexcept override { return what_.c_str(); }
+  std::vector<bool> root_failed;
+  std::exception_ptr error;
+  int failed_node;  // post-order index (LoweringGraph) of the node that failed; -1 unknown
+
+ private:
+  std::string what_;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
   // params[i]: storage of parameter i. outputs[j]: storage for root j, allocated by the caller
   // with the root's size; it may be a donated parameter's storage, so an implementation must not
   // write an output before it has finished reading every parameter.
+  // Failure contract (a failed program must not destroy state, DESIGN.md section 7): a step that
+  // throws fails its value and everything computed from it, and run() ends by throwing
+  // PartialRunFailure. Then no output whose storage is a parameter's (donated) has been written:
+  // such roots are reported failed, and the parameter keeps its contents; other roots the failure
+  // did not reach hold their values. Any other exception is thrown before any output is written.
   virtual void run(const std::vector<const Storage*>& params,
                    const std::vector<Storage*>& outputs) const = 0;
 };

@@ -1,6 +1,7 @@
 #include "backend/buffer.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,16 @@ class BlockCache {
     it->second.pop_back();
     bytes_ -= rounded;
     return p;
+  }
+
+  // Frees every kept block (an allocation failed: they may be what it needs).
+  void release_all() {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [size, blocks] : free_) {
+      for (void* p : blocks) std::free(p);
+    }
+    free_.clear();
+    bytes_ = 0;
   }
 
   bool give(void* p, size_t rounded) {
@@ -70,13 +81,43 @@ void* fresh_block(size_t rounded) {
   return p;
 }
 
+// RAM plus swap: a block larger than that can never be backed. Refusing it here, rather than
+// asking malloc, keeps an overcommitting kernel from granting it and killing the process at the
+// first touches, and keeps AddressSanitizer's allocator (which aborts on a failed huge request)
+// out of it.
+size_t memory_limit_bytes() {
+  static const size_t limit = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    size_t total = 0;
+    if (__builtin_add_overflow(si.totalram, si.totalswap, &total) ||
+        __builtin_mul_overflow(total, si.mem_unit, &total)) {
+      return SIZE_MAX;
+    }
+    return total;
+  }();
+  return limit;
+}
+
 }  // namespace
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+  if (nbytes > memory_limit_bytes() - kHugePage) {  // also keeps round_size from wrapping
+    throw OutOfMemoryError("cannot allocate " + bytes_str(static_cast<double>(nbytes)) +
+                           ": more than this machine's RAM and swap together, " +
+                           bytes_str(static_cast<double>(memory_limit_bytes())));
+  }
   size_t rounded = round_size(nbytes);
   data_ = block_cache().take(rounded);
   if (!data_) data_ = fresh_block(rounded);
-  if (!data_) throw std::bad_alloc();
+  if (!data_) {
+    block_cache().release_all();  // kept blocks may be what the system is missing
+    data_ = fresh_block(rounded);
+  }
+  if (!data_) {
+    throw OutOfMemoryError("cannot allocate " + bytes_str(static_cast<double>(nbytes)) +
+                           ": the system is out of memory");
+  }
 }
 
 Storage::~Storage() {
@@ -96,6 +137,11 @@ void Execution::wait() const {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait(l, [&] { return done_; });
   if (error_) std::rethrow_exception(error_);
+}
+
+void Execution::wait_done() const {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return done_; });
 }
 
 bool Execution::wait_for_ms(int ms) const {
@@ -133,7 +179,8 @@ std::shared_ptr<DeviceBuffer> DeviceBuffer::copy_of(const DeviceBuffer& other) {
 size_t DeviceBuffer::nbytes() const { return static_cast<size_t>(numel(shape_)) * dtype_size(dtype_); }
 
 const std::shared_ptr<Storage>& DeviceBuffer::wait() const {
-  if (slot_->producer) slot_->producer->wait();
+  if (slot_->producer) slot_->producer->wait_done();
+  if (slot_->error) std::rethrow_exception(slot_->error);
   if (slot_->donated.load(std::memory_order_acquire)) {
     throw ExecutionError("this buffer was donated to a later program and no longer holds its value");
   }

@@ -3,8 +3,10 @@
 // Storage is a block of 64-byte-aligned memory. A DeviceBuffer is what a tensor in the device-data
 // state holds: dtype, shape, and a Storage that may not exist yet, because the execution that
 // fills it is still queued or running (a placeholder). Readers call wait(), which blocks until the
-// producing Execution finishes and rethrows its error. Ownership: tensors and DeviceData IR nodes
-// hold shared_ptr<DeviceBuffer>; use counts decide donation (exec/donation.cpp).
+// producing Execution finishes and rethrows the buffer's own error: a program that fails poisons
+// only the outputs that depended on what failed (exec/graph_executor.cpp, run_program). Ownership:
+// tensors and DeviceData IR nodes hold shared_ptr<DeviceBuffer>; use counts decide donation
+// (exec/graph_executor.cpp, find_donations).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -38,6 +40,8 @@ class Execution {
   void complete(std::exception_ptr error);
   // Blocks until completed; rethrows the error (as an ExecutionError) if there was one.
   void wait() const;
+  // Blocks until completed; never throws (the error, if any, is error()).
+  void wait_done() const;
   // Waits at most `ms` milliseconds; true when completed (does not throw).
   bool wait_for_ms(int ms) const;
   bool done() const;
@@ -51,13 +55,16 @@ class Execution {
 };
 
 // What a queued program needs of a buffer: the memory (filled when the producing program runs),
-// the producer, and whether a later program took the memory. DeviceBuffer owns one; the executor
+// the producer, whether a later program took the memory, and the error that left it without a
+// value. `storage` and `error` are written by the producing program before it completes and read
+// only after it has (Execution's mutex orders them). DeviceBuffer owns one; the executor
 // holds only slots, so a queued or running program never counts as a reference to the
 // DeviceBuffer, and donation decisions (DeviceBuffer use counts) do not depend on timing.
 struct BufferSlot {
   std::shared_ptr<Storage> storage;
   std::shared_ptr<Execution> producer;
   std::atomic<bool> donated{false};
+  std::exception_ptr error;  // set: the producer failed to compute this buffer
 };
 using SlotPtr = std::shared_ptr<BufferSlot>;
 
@@ -73,7 +80,8 @@ class DeviceBuffer {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   size_t nbytes() const;
-  // Waits for the producer; throws ExecutionError if it failed or the buffer was donated.
+  // Waits for the producer; throws ExecutionError if it could not compute this buffer (its
+  // program failed on something this value depends on) or the buffer was donated.
   const std::shared_ptr<Storage>& wait() const;
   const std::shared_ptr<Execution>& producer() const { return slot_->producer; }
   const SlotPtr& slot() const { return slot_; }

@@ -211,6 +211,7 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
   rec->exe = pc.exe;
   rec->root_types = pc.root_types;
   rec->donations = pc.donations;
+  rec->origins = pc.origins;
   std::unordered_set<int64_t> state_read;
   for (const BufferPtr& b : pc.params) {
     CaptureSource s;
@@ -609,12 +610,14 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
         if (sole[p] && src[p] && src[p] == dst[r]) donations.emplace_back(p, r);
       }
     }
+    // A replay that fails gives each kept tensor its value back (schedule_program's restore).
+    std::vector<SlotPtr> restore(outputs.size());
     for (size_t r = 0; r < dst.size(); ++r) {
-      if (dst[r]) dst[r]->replay_assign(outputs[r]);
+      if (dst[r]) restore[r] = dst[r]->replay_assign(outputs[r]);
     }
     // Only `params` (dropped below) and the sources' old data nodes hold the replaced buffers now;
     // the scheduled task keeps their memory through the slots.
-    schedule_program(rec.exe, rec.hash, params, outputs, donations, exec);
+    schedule_program(rec.exe, rec.hash, params, outputs, donations, exec, std::move(restore), rec.origins);
   }
   if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
   LZ_COUNTER("CaptureReplay", 1);

@@ -84,6 +84,9 @@ struct CaptureRecord {
   std::vector<CaptureSink> sinks;      // per program root
   std::vector<std::pair<DType, Shape>> root_types;
   std::vector<std::pair<int, int>> donations;  // (parameter, root) pairs donated at the trace
+  // Post-order index -> origin of its index ops (ir/origin.h): a replay's run-time error names
+  // what the user called, as the trace's would.
+  std::vector<std::pair<int, ir::Origin>> origins;
   std::vector<CaptureOutput> outputs;
   std::vector<ReplayGuard> guards;
   std::shared_ptr<void> frontend_data;  // the frontend's own (Python: the output structure)

@@ -60,6 +60,13 @@ void DeviceExecutor::forget_error_of(const Execution* exec) {
   }
 }
 
+std::exception_ptr DeviceExecutor::take_error_of(const Execution* exec) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (error_exec_ != exec) return nullptr;
+  error_exec_ = nullptr;
+  return std::move(error_);
+}
+
 namespace {
 constexpr int64_t kIdleSpinNs = 50'000;
 

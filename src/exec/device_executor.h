@@ -33,6 +33,9 @@ class DeviceExecutor {
   void record_error(const Execution* exec, std::exception_ptr error);
   // A value read that raised `exec`'s own error need not raise it again at the next sync.
   void forget_error_of(const Execution* exec);
+  // The pending error if it is `exec`'s, cleared; null otherwise. A read of a value a failed
+  // program restored or still computed raises the failure there, once.
+  std::exception_ptr take_error_of(const Execution* exec);
 
  private:
   void loop();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_set>
 
@@ -34,12 +35,25 @@ CompileCache& compile_cache() {
 
 }  // namespace
 
-Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views) {
+Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views,
+              bool hold_locks) {
   std::vector<internal::TensorImplPtr> sorted = tensors;
   std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a->id() < b->id(); });
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   Roots r;
   for (auto& t : sorted) {
+    if (hold_locks) {
+      // Views are skipped unlocked: a thread writing through a view holds it, then its base.
+      if (t->is_view()) continue;
+      std::unique_lock<std::mutex> l = t->lock_state();
+      ir::Value v = t->pending_ir(l);
+      if (!v) continue;
+      r.tensors.push_back(t);
+      r.values.push_back(std::move(v));
+      r.store.push_back(true);
+      r.held.push_back(std::move(l));
+      continue;
+    }
     if (ir::Value v = t->pending_ir()) {
       r.tensors.push_back(t);
       r.values.push_back(std::move(v));
@@ -57,8 +71,9 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
 
 PostOrder post_order(const std::vector<ir::Value>& roots) {
   PostOrder po;
-  // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks.
-  static std::mutex traversal_mu;
+  // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks (syncs
+  // hold the executor mutex, but dumps, graph_hash() and compile regions traverse without it).
+  static std::mutex traversal_mu;  // guards epoch and every node's visit_mark and visit_index
   static uint64_t epoch = 0;
   std::lock_guard<std::mutex> traversal(traversal_mu);
   const uint64_t mark = ++epoch;
@@ -84,6 +99,8 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
         if (visit(child.get())) stack.push_back({&child, 0});
         continue;
       }
+      for (const ir::Value& v : n->operands) po.topology.push_back(v.node->visit_index);
+      n->visit_index = static_cast<int32_t>(po.nodes.size());
       po.nodes.push_back(n);
       po.use_counts.push_back(f.node->use_count());
       if (n->op == ir::OpKind::DeviceData) {
@@ -95,6 +112,7 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
       stack.pop_back();
     }
   }
+  for (const ir::Value& root : roots) po.topology.push_back(root.node->visit_index);
   return po;
 }
 
@@ -180,6 +198,8 @@ Hash128 graph_hash(const Roots& roots, const PostOrder& po,
   }
   h.add<uint64_t>(po.param_sequence.size());
   for (int p : po.param_sequence) h.add(p);
+  h.add<uint64_t>(po.topology.size());
+  if (!po.topology.empty()) h.add_bytes(po.topology.data(), po.topology.size() * sizeof(int32_t));
   std::vector<std::pair<int, int>> d = donations;
   std::sort(d.begin(), d.end());
   h.add<uint64_t>(d.size());
@@ -211,47 +231,145 @@ std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& 
   return exe;
 }
 
+std::string error_text(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+bool is_out_of_memory(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const OutOfMemoryError&) {
+    return true;
+  } catch (const std::bad_alloc&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// A failed root whose tensor held data before gets that value back: a failed program leaves
+// every tensor it would have updated as it was (DESIGN.md section 7). The storage of a donated
+// parameter is taken over as it is (a failed root's output is never written: backend.h); any
+// other earlier value is copied, so no two live buffers share memory that donation could reuse.
+bool restore_root(BufferSlot& out, const SlotPtr& before, const std::shared_ptr<Storage>& allocated,
+                  const std::vector<SlotPtr>& params, const std::pair<DType, Shape>& type) {
+  if (!before || !before->storage || before->error || before->donated.load(std::memory_order_acquire)) {
+    return false;
+  }
+  for (const SlotPtr& p : params) {
+    if (p == before && allocated == before->storage) {
+      out.storage = before->storage;
+      return true;
+    }
+  }
+  size_t nbytes = static_cast<size_t>(numel(type.second)) * dtype_size(type.first);
+  if (before->storage->nbytes() < nbytes) return false;
+  std::shared_ptr<Storage> st = allocated;
+  bool is_param_storage = false;
+  for (const SlotPtr& p : params) is_param_storage |= st && p->storage == st;
+  if (!st || is_param_storage) st = active_backend().allocate(nbytes);
+  if (nbytes) std::memcpy(st->data(), before->storage->data(), nbytes);
+  out.storage = std::move(st);
+  return true;
+}
+
 void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
                  const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
                  const std::vector<std::pair<DType, Shape>>& root_types,
-                 const std::vector<std::pair<int, int>>& donations,
-                 const std::shared_ptr<Execution>& exec) {
+                 const std::vector<std::pair<int, int>>& donations, const std::vector<SlotPtr>& restore,
+                 const NodeOrigins& origins, const std::shared_ptr<Execution>& exec) {
+  std::vector<std::shared_ptr<Storage>> outs(outputs.size());
+  std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
+  std::exception_ptr error;
+  int failed_node = -1;
   try {
-    {
-      // The sample is taken before the completion: a reader woken by it may read the metrics.
-      LZ_TIMED("ExecuteTime");
-      std::vector<const Storage*> ps;
-      ps.reserve(params.size());
-      for (const SlotPtr& p : params) {
-        if (p->producer && p->producer->error()) {
-          throw ExecutionError("an input of this program came from an execution that failed");
-        }
-        if (p->donated.load(std::memory_order_acquire)) {
-          throw ExecutionError("an input of this program was donated to an earlier program");
-        }
-        ps.push_back(p->storage.get());
+    // The sample is taken before the completion: a reader woken by it may read the metrics.
+    LZ_TIMED("ExecuteTime");
+    std::vector<const Storage*> ps;
+    ps.reserve(params.size());
+    for (const SlotPtr& p : params) {
+      if (p->error) {
+        throw ExecutionError("an input of this program came from an execution that failed: " +
+                             error_text(p->error));
       }
-      Backend& backend = active_backend();
-      std::vector<std::shared_ptr<Storage>> outs(outputs.size());
-      for (auto& [p, r] : donations) outs[r] = params[p]->storage;
-      for (size_t r = 0; r < outputs.size(); ++r) {
-        if (outs[r]) continue;
-        const auto& [dt, shape] = root_types[r];
-        outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
+      if (p->donated.load(std::memory_order_acquire)) {
+        throw ExecutionError("an input of this program was donated to an earlier program");
       }
-      std::vector<Storage*> raw(outs.size());
-      for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
-      exe->run(ps, raw);
-      for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
-      for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
+      ps.push_back(p->storage.get());
     }
-    exec->complete(nullptr);
-  } catch (const std::exception& e) {
-    auto err = std::make_exception_ptr(ExecutionError("execution of graph " + hash.hex() + " failed: " + e.what()));
-    // Recorded before completing, so a reader woken by the completion can always forget it.
-    device_executor().record_error(exec.get(), err);
-    exec->complete(err);
+    Backend& backend = active_backend();
+    for (auto& [p, r] : donations) outs[r] = params[p]->storage;
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (outs[r]) continue;
+      const auto& [dt, shape] = root_types[r];
+      outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
+    }
+    std::vector<Storage*> raw(outs.size());
+    for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
+    try {
+      exe->run(ps, raw);
+      failed.assign(outputs.size(), false);
+    } catch (const PartialRunFailure& f) {
+      failed = f.root_failed;
+      error = f.error;
+      failed_node = f.failed_node;
+    }
+  } catch (...) {
+    error = std::current_exception();
   }
+  if (!error) {
+    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
+    for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
+    exec->complete(nullptr);
+    return;
+  }
+  // In the user's terms where the failing node has an origin: "cross_entropy at train.py:41".
+  std::string what;
+  for (const auto& [node, origin] : origins) {
+    if (node == failed_node && origin) what = *origin + " failed when its program ran: ";
+  }
+  what = (what.empty() ? "execution of graph " + hash.hex() + " failed: " : what) +
+         error_text(error) + (what.empty() ? "" : " (graph " + hash.hex() + ")");
+  std::exception_ptr err;
+  // Out of memory stays OutOfMemoryError (Python: MemoryError), naming the program's outputs.
+  if (is_out_of_memory(error)) {
+    what += "; the program's outputs:";
+    for (const auto& [dt, shape] : root_types)
+      what += " " + std::string(dtype_name(dt)) + shape_str(shape);
+    err = std::make_exception_ptr(OutOfMemoryError(what));
+  } else {
+    err = std::make_exception_ptr(ExecutionError(what));
+  }
+  // All or nothing for state: every tensor that held a value before gets it back, even where the
+  // failure did not reach it (an optimizer's step count stays in step with its moments); a new
+  // tensor the failure did not reach keeps its value, the others have none.
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    bool restored = false;
+    try {  // the copy may need memory; on the executor thread nothing may escape
+      restored = restore_root(*outputs[r], r < restore.size() ? restore[r] : nullptr, outs[r], params,
+                              root_types[r]);
+    } catch (...) {
+    }
+    if (restored) continue;
+    if (!failed[r]) {
+      outputs[r]->storage = std::move(outs[r]);
+    } else {
+      outputs[r]->error = err;
+    }
+  }
+  // A donated parameter's storage now belongs to its output, restored or computed.
+  for (auto& [p, r] : donations) {
+    if (outputs[r]->storage == params[p]->storage) params[p]->donated.store(true, std::memory_order_release);
+  }
+  // Recorded before completing, so a reader woken by the completion can always forget it.
+  device_executor().record_error(exec.get(), err);
+  exec->complete(err);
 }
 
 }  // namespace
@@ -265,8 +383,10 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
   std::vector<UserFrame> frames = user_frames(config().debug > 0 ? config().debug_max_frame : 1);
   {
     std::lock_guard<std::mutex> l(executor_mutex());
-    // Reads may ask for views (computed, not stored); barriers never sync views.
-    Roots roots = collect(tensors, /*include_views=*/!cfg.barrier);
+    // Reads may ask for views (computed, not stored); barriers never sync views. A barrier that
+    // may donate holds its roots' locks until their buffer swap (collect, graph_executor.h).
+    const bool may_donate = cfg.barrier && config().enable_param_aliasing;
+    Roots roots = collect(tensors, /*include_views=*/!cfg.barrier, /*hold_locks=*/may_donate);
     if (roots.values.empty()) {
       if (cfg.wait) wait_all_executions();
       return res;
@@ -274,7 +394,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     check_execution_allowed(cfg.reason, frames);  // a full_graph region raises before anything runs
     PostOrder po = post_order(roots.values);
     std::vector<std::pair<int, int>> donations;
-    if (cfg.barrier && config().enable_param_aliasing) donations = find_donations(roots, po);
+    if (may_donate) donations = find_donations(roots, po);
     res.hash = graph_hash(roots, po, donations);
     CutRecord record;
     if (region) record.name = region->name;
@@ -316,17 +436,37 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       c.donations = donations;
       for (const ir::Value& v : roots.values) c.root_types.emplace_back(v.dtype(), v.shape());
     }
+    NodeOrigins origins;
+    for (size_t i = 0; i < po.nodes.size(); ++i) {
+      if (po.nodes[i]->origin) origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
+    }
+    if (cfg.capture) cfg.capture->origins = origins;
+    std::vector<SlotPtr> restore;
     if (cfg.sync_data) {
+      restore.resize(roots.values.size());
       for (size_t i = 0; i < roots.values.size(); ++i) {
-        if (roots.store[i]) roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i]);
+        if (!roots.store[i]) continue;
+        restore[i] = roots.held.empty()
+                         ? roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i])
+                         : roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i],
+                                                                      roots.held[i]);
       }
     }
+    roots.held.clear();  // recording on these tensors may go on
     res.ran = true;
     res.tensors = roots.tensors;
-    schedule_program(exe, res.hash, po.params, res.outputs, std::move(donations), exec);
+    schedule_program(exe, res.hash, po.params, res.outputs, std::move(donations), exec, std::move(restore),
+                     std::move(origins));
     internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
   }
-  if (cfg.wait || config().sync_wait) exec->wait();
+  if (cfg.wait || config().sync_wait) {
+    try {
+      exec->wait();
+    } catch (...) {
+      device_executor().forget_error_of(exec.get());  // raised here: once is the contract
+      throw;
+    }
+  }
   return res;
 }
 
@@ -334,7 +474,8 @@ std::unique_lock<std::mutex> lock_executor() { return std::unique_lock<std::mute
 
 void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
                       const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
-                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec) {
+                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec,
+                      std::vector<SlotPtr> restore, NodeOrigins origins) {
   std::vector<SlotPtr> param_slots;
   param_slots.reserve(params.size());
   for (const BufferPtr& b : params) param_slots.push_back(b->slot());
@@ -350,8 +491,9 @@ void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& has
   // change the use counts that donation decisions read.
   device_executor().schedule(
       exec, [exe, hash, params = std::move(param_slots), outputs = std::move(output_slots),
-             root_types = std::move(root_types), donations = std::move(donations), exec] {
-        run_program(exe, hash, params, outputs, root_types, donations, exec);
+             root_types = std::move(root_types), donations = std::move(donations),
+             restore = std::move(restore), origins = std::move(origins), exec] {
+        run_program(exe, hash, params, outputs, root_types, donations, restore, origins, exec);
       });
 }
 

@@ -2,9 +2,23 @@
 // sync_tensors_graph(); its steps are the named functions below, exposed so tests and benchmarks
 // can drive them one at a time.
 //
-// Locking: one executor mutex serializes whole syncs (collect through schedule), so two threads
-// syncing at once produce two programs in a well-defined order. Recording ops needs no lock of
-// ours beyond each tensor's own. Execution happens on the DeviceExecutor thread.
+// Locking (lock order, outermost first; DESIGN.md section 8):
+//   1. the executor mutex (graph_executor.cpp): serializes whole syncs (collect through schedule)
+//      and capture replays (lock_executor), so two threads syncing at once produce two programs in
+//      a well-defined order;
+//   2. tensor locks (TensorImpl::mu_, lazy_tensor.h): a barrier that may donate holds its stored
+//      roots' locks, taken in tensor-id order, from collect to the buffer swap; a view's lock is
+//      taken before its base's, and a sync never takes a view's lock while holding a root's;
+//      (the device's RNG mutex, tensor/device.h, is taken before the RNG state tensor's lock and
+//      never by a sync);
+//   3. leaf locks, never held while taking one of the above: the post-order traversal mutex
+//      (post_order), the live-tensor registry, the caches (compile, shape, kernel), metrics, the
+//      leaf registry, the device executor's queue.
+// Recording ops takes only tensor locks and leaf locks, never the executor mutex, so recording
+// never waits for a compile unless it reads a tensor a donating barrier is replacing. A sync asks
+// for the user's Python frames before taking the executor mutex and calls no Python under it, so
+// a Python thread waiting for a tensor lock while holding the GIL cannot deadlock with it.
+// Execution happens on the DeviceExecutor thread.
 #pragma once
 #include <functional>
 #include <memory>
@@ -19,6 +33,10 @@
 
 namespace lz {
 
+// Post-order index -> origin of the graph's nodes that have one (index ops: ir/origin.h), so a
+// run-time error names what the user called and where.
+using NodeOrigins = std::vector<std::pair<int, ir::Origin>>;
+
 // What a sync tells a capture (exec/capture.cpp) about the program it scheduled.
 struct ProgramCapture {
   Hash128 hash;
@@ -27,6 +45,7 @@ struct ProgramCapture {
   std::vector<internal::TensorImplPtr> roots;           // the roots' tensors, in output order
   std::vector<std::pair<DType, Shape>> root_types;
   std::vector<std::pair<int, int>> donations;           // (parameter, root)
+  NodeOrigins origins;
 };
 
 struct SyncConfig {
@@ -39,21 +58,33 @@ struct SyncConfig {
 
 // Step 1. The roots of one sync: tensors with pending IR (views too when include_views, as value
 // reads need them), deduplicated, in tensor-id order.
+// hold_locks (a barrier that may donate; views never included): each root's lock is taken in
+// tensor-id order and kept in `held` until its buffer swap, so the use counts find_donations
+// reads cannot grow meanwhile (a thread recording `acc * 2` must either be counted or see the
+// new buffer).
 struct Roots {
   std::vector<internal::TensorImplPtr> tensors;
   std::vector<ir::Value> values;
   std::vector<bool> store;  // false for views: they have no IR of their own to replace
+  std::vector<std::unique_lock<std::mutex>> held;  // per root with hold_locks, else empty
 };
-Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views);
+Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views,
+              bool hold_locks = false);
 
 // Step 2. Iterative post-order from the roots; DeviceData leaves become parameters, deduplicated
 // by buffer in first-use order; param_sequence maps each DeviceData node (post-order) to its
-// parameter, so f(a, a) and f(a, b) differ.
+// parameter, so f(a, a) and f(a, b) differ. topology lists, node by node in post-order, the
+// post-order index of each operand, then the index of each root: dag hashes say what each root
+// computes from which kinds of leaves, not which leaf or shared node; without it {a - b, b - a}
+// and {a - b, a - b} share one hash (and so one program).
+// Locking: a traversal owns the nodes' visit_mark/visit_index scratch under a process-wide
+// traversal mutex (a leaf lock: nothing else is locked while holding it).
 struct PostOrder {
   std::vector<const ir::Node*> nodes;
   std::vector<long> use_counts;  // shared_ptr use count of each node when visited (donation)
   std::vector<BufferPtr> params;
   std::vector<int> param_sequence;
+  std::vector<int32_t> topology;
   std::unordered_map<const ir::Node*, int> param_slot;
 };
 PostOrder post_order(const std::vector<ir::Value>& roots);
@@ -66,7 +97,7 @@ LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);
 std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po);
 
 // Step 3. The graph hash: compile environment, root dag hashes (tensor-id order), parameter
-// sequence, donation pairs.
+// sequence, topology, donation pairs.
 Hash128 compile_env_hash();
 Hash128 graph_hash(const Roots& roots, const PostOrder& po,
                    const std::vector<std::pair<int, int>>& donations);
@@ -85,9 +116,13 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
 std::unique_lock<std::mutex> lock_executor();
 // Schedules one run of `exe` (the caller holds lock_executor()). `outputs` are placeholders made
 // with `exec` as producer; a donated pair (parameter, output) reuses the parameter's memory.
+// restore[j] (optional, per output): the data output j's tensor held before; if the program fails
+// to compute output j, the output takes that value instead of the error. Outputs the failure did
+// not reach get their values; only the others are poisoned.
 void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
                       const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
-                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec);
+                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec,
+                      std::vector<SlotPtr> restore = {}, NodeOrigins origins = {});
 
 // Waits for every scheduled program; rethrows a pending asynchronous error.
 void wait_all_executions();

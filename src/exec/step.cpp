@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/debug_log.h"
+#include "exec/device_executor.h"
 #include "exec/graph_executor.h"
 #include "tensor/device.h"
 
@@ -38,8 +39,10 @@ int64_t step_count() {
 }
 
 void step_barrier(bool wait, bool reset_scope, CutReason reason, ProgramCapture* capture) {
-  // An error of an earlier asynchronous run surfaces here, once; this step is not run.
-  raise_pending_async_error();
+  // An error of an earlier asynchronous run nobody waited for surfaces here, once, after this
+  // step is scheduled: the failed program left its tensors as they were (run_program), so this
+  // step is as good as any and is not lost.
+  std::exception_ptr earlier = device_executor().take_error();
   // reset_scope: IR scopes (name prefixes for dumps) are not implemented yet; nothing to reset.
   (void)reset_scope;
   auto& dev = internal::default_device();
@@ -49,8 +52,15 @@ void step_barrier(bool wait, bool reset_scope, CutReason reason, ProgramCapture*
   cfg.reason = reason;
   cfg.capture = capture;
   // Views are excluded by collect(): they hold no IR of their own.
-  SyncResult r = sync_tensors_graph(dev.registry.snapshot(), cfg);
+  SyncResult r;
+  try {
+    r = sync_tensors_graph(dev.registry.snapshot(), cfg);
+  } catch (...) {
+    if (earlier) device_executor().record_error(nullptr, earlier);  // still raised, once, later
+    throw;
+  }
   finish_step(r.ran, r.hash);
+  if (earlier) std::rethrow_exception(earlier);
 }
 
 void finish_step(bool ran, const Hash128& hash) {

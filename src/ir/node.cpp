@@ -35,6 +35,22 @@ NodePtr finish_leaf(std::shared_ptr<Node> n) {
   return n;
 }
 
+// True when `p` is the only reference to its node, ordered after every other owner's release: we
+// are about to write the node (a sync in another thread may just have walked it and let go).
+// use_count() is a relaxed load, so an acquire fence follows it. ThreadSanitizer does not model
+// fences; under it a copy (an acquire-release increment) orders us instead (in a Release build
+// the copy cost about 13 ns per node freed: BM_FreeGraph100 4.4 -> 5.7 us, the fence nothing).
+bool sole_owner(const NodePtr& p) {
+  if (p.use_count() != 1) return false;
+#if defined(__SANITIZE_THREAD__)
+  NodePtr ordered = p;
+  return ordered.use_count() == 2;
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+#endif
+}
+
 }  // namespace
 
 Node::~Node() {
@@ -43,7 +59,7 @@ Node::~Node() {
   std::vector<NodePtr> stack;
   auto take = [&stack](std::vector<Value>& ops) {
     for (Value& v : ops) {
-      if (v.node && v.node.use_count() == 1) stack.push_back(std::move(v.node));
+      if (v.node && sole_owner(v.node)) stack.push_back(std::move(v.node));
     }
     ops.clear();
   };
@@ -80,6 +96,7 @@ NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
   n->shape = std::move(out.shape);
   n->node_hash = node_hash;
   n->dag_hash = dag_hash;
+  n->origin = origin_for(op);
   if (op != OpKind::StopGradient && is_floating(n->dtype) && autograd::grad_enabled()) {
     for (const Value& v : n->operands) {
       if (v.node->requires_grad) {

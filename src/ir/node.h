@@ -9,6 +9,7 @@
 //             DeviceData parameters).
 // Every node has exactly one output for now; Value keeps an index so multi-output ops can come.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/hash.h"
 #include "core/shape.h"
 #include "ir/ops.h"
+#include "ir/origin.h"
 #include "lazuli/dtype.h"
 
 namespace lz::ir {
@@ -63,15 +65,19 @@ class Node {
   Hash128 node_hash;
   Hash128 dag_hash;
   BufferPtr data;  // DeviceData only
-  // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its mutex;
-  // not part of the node's value.
+  // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its traversal
+  // mutex; not part of the node's value: the traversal's epoch, and the node's post-order index.
   mutable uint64_t visit_mark = 0;
+  mutable int32_t visit_index = -1;
   // Autograd (src/autograd), never hashed: the value depends on a tensor that requires grad,
   // recorded with grad mode on. Set at birth (make_node, or a leaf of such a tensor).
   bool requires_grad = false;
   // Set by backward() without retain_graph on the interior nodes it went through, so a second
   // backward through them raises instead of silently accumulating twice.
-  mutable bool grad_consumed = false;
+  // Atomic: a backward in one thread may set it while a sync in another reads it.
+  mutable std::atomic<bool> grad_consumed{false};
+  // Index ops only, never hashed: what the user called and where (ir/origin.h), for run-time errors.
+  Origin origin;
 
   bool is_leaf() const { return operands.empty(); }
 };

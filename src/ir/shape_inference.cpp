@@ -276,6 +276,9 @@ OutputType cached_infer_output(const Hash128& dag_hash, OpKind op, const std::ve
   OutputType hit;
   if (cache.get_copy(dag_hash, &hit)) return hit;
   auto out = std::make_shared<OutputType>(infer_output(op, v, a));
+  // Every IR value fits the size limit (core/shape.h), whichever op grew it.
+  check_tensor_size(std::string(op_name(op)) + " (operands: " + describe(v) + ")", out->shape,
+                    out->dtype);
   cache.add(dag_hash, out);
   return *out;
 }

@@ -50,7 +50,18 @@ void checked_broadcast(const char* name, const std::vector<Operand>& ops) {
   }
 }
 
+bool is_bool(const Operand& o) {
+  return o.is_tensor() ? o.tensor().defined() && o.tensor().dtype() == DType::Bool
+                       : o.scalar().kind() == Scalar::Kind::Bool;
+}
+
 Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, Mode mode) {
+  if (op == OpKind::Sub && (is_bool(a) || is_bool(b))) {
+    // PyTorch refuses it too, even when the other operand promotes the result to a number.
+    throw TypeError(describe(name, {a, b}) +
+                    ": subtraction, the `-` operator, with a bool tensor or a bool is not supported; "
+                    "to invert a mask use `~` or logical_not()");
+  }
   DType dt;
   const internal::TensorImpl* ta = a.is_tensor() ? a.tensor().impl().get() : nullptr;
   const internal::TensorImpl* tb = b.is_tensor() ? b.tensor().impl().get() : nullptr;

@@ -15,11 +15,14 @@ ir::Value value_of(const Tensor& t, const char* op) {
 
 Tensor wrap(ir::Value v) {
   if (current_region()) note_node_location(v.node.get());
+  // An op that can fail at run time (an index op) waits in eager mode, so it raises at its line.
+  bool fallible = v.node->origin != nullptr;
   Tensor t(internal::TensorImpl::from_value(std::move(v)));
   if (eager_mode()) {
     // Each op is its own small program, cached per op signature like any graph.
     SyncConfig cfg;
     cfg.reason = CutReason::EagerOp;
+    cfg.wait = fallible;
     sync_tensors_graph({t.impl()}, cfg);
     return t;
   }

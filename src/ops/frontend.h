@@ -15,12 +15,19 @@ namespace lz::frontend {
 ir::Value value_of(const Tensor& t, const char* op);
 // A new tensor in the IR state holding `v`; checks the pending-graph size limit.
 Tensor wrap(ir::Value v);
+// An index tensor still on the host has known values: they are checked at the op's line (an
+// IndexError naming `op`), as PyTorch checks them; other index tensors are checked when the
+// program runs. Values must be in [0, size), or [-size, size) with allow_negative.
+void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op);
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs = {});
 ir::Value unary(ir::OpKind op, ir::Value x);
 
 // A number as an IR value of `dtype`: 0 and 1 are baked constants, any other value is a fresh
 // device scalar (a parameter), so changing it never changes the graph hash.
 ir::Value scalar_value(const Scalar& s, DType dtype);
+// Throws ValueError naming `op` when `s` does not convert to `dtype` without overflow (nan or
+// inf into an integer, 2**40 into int32, 1e300 into float32), as PyTorch's fill and full do.
+void check_fill_value(const char* op, const Scalar& s, DType dtype);
 ir::Value cast(ir::Value v, DType dtype);
 // Value of an operand converted to `dtype`.
 ir::Value operand_value(const Operand& o, DType dtype, const char* op);

@@ -1,5 +1,8 @@
 // Indexing with integer tensors. Index values are data: they are checked when the program runs
-// (an out-of-range value raises at the wait point); shapes and dtypes are checked here.
+// (an out-of-range value raises at the wait point, naming the user's op and line: ir/origin.h);
+// shapes and dtypes are checked here, and so are the values of an index still on the host
+// (lz.tensor([...]), from_numpy), which are known without running anything.
+#include "ir/origin.h"
 #include "ops/frontend.h"
 
 namespace lz {
@@ -22,6 +25,12 @@ void check_index(const char* op, const Tensor& x, const Tensor& index, int64_t r
   }
 }
 
+// Host index values checked at the line, as PyTorch would: nothing is recorded.
+void check_host_values(const char* op, const Tensor& x, int64_t dim, const Tensor& index) {
+  int64_t size = x.dim() == 0 ? 1 : x.shape()[static_cast<size_t>(dim)];
+  frontend::check_index_values(index, size, /*allow_negative=*/false, op);
+}
+
 ir::Attrs dim_attr(int64_t d) {
   ir::Attrs a;
   a.ints = {d};
@@ -29,15 +38,36 @@ ir::Attrs dim_attr(int64_t d) {
 }
 }  // namespace
 
+namespace frontend {
+void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op) {
+  if (!index.defined()) return;
+  std::shared_ptr<Storage> host = index.impl()->host_storage();
+  if (!host || (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)) return;
+  int64_t n = index.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = index.dtype() == DType::Int64 ? static_cast<const int64_t*>(host->data())[i]
+                                              : static_cast<const int32_t*>(host->data())[i];
+    if (v >= size || v < (allow_negative ? -size : 0)) {
+      throw IndexError(std::string(ir::current_user_op(op)) + ": index " + std::to_string(v) + " is out of range for size " +
+                       std::to_string(size) + (allow_negative ? " (valid: " + std::to_string(-size) + " to " +
+                                                                    std::to_string(size - 1) + ")"
+                                                              : ""));
+    }
+  }
+}
+}  // namespace frontend
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index("index_select", x, index, 1);
   int64_t d = x.dim() == 0 ? (wrap_dim(dim, 0, "index_select") * 0) : wrap_dim(dim, x.dim(), "index_select");
+  check_host_values("index_select", x, d, index);
   return wrap(node(OpKind::IndexSelect, {frontend::value_of(x, "index_select"), frontend::value_of(index, "index_select")}, dim_attr(d)));
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index("gather", x, index, x.defined() ? x.dim() : -1);
   int64_t d = wrap_dim(dim, x.dim(), "gather");
+  check_host_values("gather", x, d, index);
   return wrap(node(OpKind::Gather, {frontend::value_of(x, "gather"), frontend::value_of(index, "gather")}, dim_attr(d)));
 }
 
@@ -45,6 +75,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   check_index("scatter_add", x, index, x.defined() ? x.dim() : -1);
   if (!src.defined()) throw ValueError("scatter_add: got an undefined tensor");
   int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
+  check_host_values("scatter_add", x, d, index);
   ir::Value s = frontend::cast(frontend::value_of(src, "scatter_add"), x.dtype());
   return wrap(node(OpKind::ScatterAdd, {frontend::value_of(x, "scatter_add"), frontend::value_of(index, "scatter_add"), s}, dim_attr(d)));
 }
@@ -53,6 +84,7 @@ Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   check_index("index_copy", x, index, 1);
   if (!src.defined()) throw ValueError("index_copy: got an undefined tensor");
   int64_t d = wrap_dim(dim, x.dim(), "index_copy");
+  check_host_values("index_copy", x, d, index);
   ir::Value s = frontend::cast(frontend::value_of(src, "index_copy"), x.dtype());
   return wrap(node(OpKind::IndexCopy, {frontend::value_of(x, "index_copy"), frontend::value_of(index, "index_copy"), s}, dim_attr(d)));
 }

@@ -34,9 +34,13 @@ Tensor reshape(const Tensor& x, const IntList& shape) {
       infer = static_cast<int64_t>(i);
     } else if (out[i] < 0) {
       throw ValueError(desc("reshape", x) + ": invalid size in " + shape_str(shape));
-    } else {
-      known *= out[i];
+    } else if (known >= 0 && __builtin_mul_overflow(known, out[i], &known)) {
+      known = -1;  // the sizes multiply past int64: no tensor has that many elements
     }
+  }
+  if (known < 0) {
+    throw ValueError(desc("reshape", x) + ": cannot reshape " + std::to_string(x.numel()) +
+                     " elements to " + shape_str(shape) + " (its sizes multiply past int64)");
   }
   if (infer >= 0) {
     if (known == 0 || x.numel() % known != 0) {
@@ -44,7 +48,7 @@ Tensor reshape(const Tensor& x, const IntList& shape) {
     }
     out[infer] = x.numel() / known;
   }
-  if (numel(out) != x.numel()) {
+  if (numel_or_overflow(out) != x.numel()) {
     throw ValueError(desc("reshape", x) + ": cannot reshape " + std::to_string(x.numel()) +
                      " elements to " + shape_str(shape));
   }
@@ -130,6 +134,8 @@ Tensor expand(const Tensor& x, const IntList& sizes) {
       throw ValueError(desc("expand", x) + ": cannot expand to " + shape_str(sizes));
     }
   }
+  // A view, but still a value of that size: it must fit the size limit (core/shape.h).
+  check_tensor_size(desc("expand", x) + " to " + shape_str(out), out, x.dtype());
   Tensor base = lead ? reshape(x, in) : x;
   ir::Attrs a;
   a.ints = out;
@@ -149,6 +155,9 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   int64_t s = start ? norm(*start) : 0;
   int64_t e = end ? norm(*end) : n;
   if (e < s) e = s;
+  // A step past the dim picks one element, like a step of n, and keeps the length's rounding
+  // (end - start + step - 1) from overflowing.
+  step = std::min(step, std::max<int64_t>(n, 1));
   ir::Attrs a;
   a.ints = {d, s, e, step};
   return make_view(x, OpKind::Slice, a, "slice");
@@ -184,6 +193,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   if (rank == 0) throw ValueError("cat: zero-dimensional tensors cannot be concatenated");
   int64_t d = wrap_dim(dim, rank, "cat");
   std::vector<ir::Value> vals;
+  Shape out = ts[0].shape();
+  out[d] = 0;
   for (const Tensor& t : ts) {
     if (t.dim() != rank) {
       throw ValueError(frontend::describe("cat", ops) + ": all tensors must have the same rank");
@@ -193,8 +204,13 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
         throw ValueError(frontend::describe("cat", ops) + ": sizes must match except in dim " + std::to_string(d));
       }
     }
-    vals.push_back(frontend::cast(frontend::value_of(t, "cat"), dt));
+    if (__builtin_add_overflow(out[d], t.shape()[d], &out[d])) {
+      throw OutOfMemoryError(frontend::describe("cat", ops) + ": the sizes in dim " +
+                             std::to_string(d) + " add up past int64");
+    }
   }
+  check_tensor_size(frontend::describe("cat", ops), out, dt);
+  for (const Tensor& t : ts) vals.push_back(frontend::cast(frontend::value_of(t, "cat"), dt));
   if (vals.size() == 1) return wrap(vals[0]);
   ir::Attrs a;
   a.ints = {d};
@@ -235,7 +251,8 @@ std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw ValueError(desc("split", x) + ": sizes must be non-negative");
-    total += s;
+    if (__builtin_add_overflow(total, s, &total)) total = -1;  // never equals the dim
+    if (total < 0) break;
   }
   if (total != x.shape()[d]) {
     throw ValueError(desc("split", x) + ": sizes " + shape_str(sizes) + " do not sum to " +
@@ -255,7 +272,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   if (chunks <= 0) throw ValueError(desc("chunk", x) + ": chunks must be positive");
   int64_t d = wrap_dim(dim, x.dim(), "chunk");
   int64_t n = x.shape()[d];
-  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), d);
+  return split(x, std::max<int64_t>(1, n / chunks + (n % chunks != 0)), d);  // ceil, no overflow
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -281,12 +298,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   };
   if (a.dim() == 1) va = reshape_v(va, {1, a.shape()[0]});
   if (b.dim() == 1) vb = reshape_v(vb, {b.shape()[0], 1});
-  ir::Value out;
+  Shape batch;
   try {
-    out = node(OpKind::MatMul, {va, vb});
+    batch = broadcast_shapes(Shape(va.shape().begin(), va.shape().end() - 2),
+                             Shape(vb.shape().begin(), vb.shape().end() - 2), "matmul");
   } catch (const ValueError& e) {
     throw ValueError(frontend::describe("matmul", ops) + ": batch dimensions are not broadcastable");
   }
+  batch.push_back(va.shape()[va.shape().size() - 2]);
+  batch.push_back(vb.shape().back());
+  check_tensor_size(frontend::describe("matmul", ops), batch, a.dtype());
+  ir::Value out = node(OpKind::MatMul, {va, vb});
   if (a.dim() == 1 || b.dim() == 1) {
     Shape s = out.shape();
     if (b.dim() == 1) s.erase(s.end() - 1);

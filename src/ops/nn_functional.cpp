@@ -2,6 +2,8 @@
 #include <cmath>
 
 #include "core/shape.h"
+#include "ir/origin.h"
+#include "ops/frontend.h"
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
 #include "lazuli/runtime.h"
@@ -25,11 +27,13 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  lz::ir::UserOpScope scope("cross_entropy");  // a bad target is reported as cross_entropy's
   if (!logits.defined() || !target.defined()) throw ValueError("cross_entropy: got an undefined tensor");
   if (logits.dim() != 2 || target.dim() != 1 || target.shape()[0] != logits.shape()[0]) {
     throw ValueError("cross_entropy: expects logits [N, C] and targets [N], got " +
                      shape_str(logits.shape()) + " and " + shape_str(target.shape()));
   }
+  lz::frontend::check_index_values(target, logits.shape()[1], false, "cross_entropy");
   Tensor picked = gather(log_softmax(logits, 1), 1, unsqueeze(target, 1));
   return -mean(picked);
 }

@@ -58,6 +58,11 @@ void finish_read(const BufferPtr& b) {
     if (b->producer()) device_executor().forget_error_of(b->producer().get());
     throw;
   }
+  // The program failed elsewhere (this value was restored, or did not depend on the failure):
+  // the first read of any of its values raises the failure, later reads see the values.
+  if (b->producer() && b->producer()->error()) {
+    if (std::exception_ptr e = device_executor().take_error_of(b->producer().get())) std::rethrow_exception(e);
+  }
   LZ_COUNTER("TransferFromDevice", 1);
 }
 
@@ -266,8 +271,19 @@ Tensor& Tensor::zero_() { return fill_(0); }
 
 Tensor& Tensor::fill_(const Scalar& value) {
   check_defined("fill_");
+  frontend::check_fill_value("fill_", value, dtype());
   impl_->set_value(frontend::broadcast_to(frontend::scalar_value(value, dtype()), shape()));
   return *this;
+}
+
+Tensor& Tensor::fill_(const Tensor& value) {
+  check_defined("fill_");
+  if (!value.defined()) throw ValueError("fill_: the value tensor is undefined");
+  if (value.dim() != 0) {  // as PyTorch: a tensor value is one number, never broadcast
+    throw ValueError(frontend::desc("fill_", *this) +
+                     ": the value must be a 0-dim tensor, got shape " + shape_str(value.shape()));
+  }
+  return copy_(value);
 }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {

@@ -12,7 +12,10 @@ namespace lz::internal {
 
 // Every tensor from creation to destruction, ordered by id (DESIGN.md section 2). An intrusive
 // list: ids are handed out under the same mutex as the append, so list order is id order, and
-// insert/erase allocate nothing.
+// insert/erase allocate nothing. A tensor is added only once its state is complete
+// (TensorImpl::create), so a snapshot never hands out a half-built tensor.
+// Locking: `mu_` is a leaf lock (nothing else is locked while holding it; snapshot() takes no
+// tensor lock); a tensor's lock may be held while taking it.
 class LiveTensorRegistry {
  public:
   // Assigns the next id and appends.
@@ -43,7 +46,9 @@ class Device {
   std::atomic<int64_t> nodes_at_last_cut{0};
 
  private:
-  std::mutex rng_mu_;  // guards rng_state_
+  // Guards rng_state_ (the pointer). Held while locking rng_state_'s own tensor lock; never
+  // taken by a sync.
+  std::mutex rng_mu_;
   TensorImplPtr rng_state_;
 };
 

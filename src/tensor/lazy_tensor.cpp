@@ -19,11 +19,15 @@ const char* tensor_state_name(TensorState s) {
   return "?";
 }
 
-std::shared_ptr<TensorImpl> TensorImpl::create(DType dtype, Shape shape) {
+template <typename Init>
+std::shared_ptr<TensorImpl> TensorImpl::create(DType dtype, Shape shape, Init init) {
   auto t = std::make_shared<TensorImpl>(Key{}, dtype, std::move(shape));
   t->device_ = &default_device();
-  t->device_->registry.add(t.get(), &t->id_);
   if (record_creation_sites()) t->created_at_ = user_call_site();
+  // The state is complete before the registry publishes the tensor: a sync in another thread
+  // finds it there (registry lock, then the tensor's), never half-built.
+  init(*t);
+  t->device_->registry.add(t.get(), &t->id_);
   return t;
 }
 
@@ -32,42 +36,52 @@ TensorImpl::~TensorImpl() {
 }
 
 std::shared_ptr<TensorImpl> TensorImpl::from_value(ir::Value v) {
-  auto t = create(v.dtype(), v.shape());
-  t->state_ = TensorState::IR;
-  t->ir_ = std::move(v);
-  return t;
+  return create(v.dtype(), v.shape(), [&](TensorImpl& t) {
+    t.state_ = TensorState::IR;
+    t.ir_ = std::move(v);
+  });
 }
 
 std::shared_ptr<TensorImpl> TensorImpl::from_buffer(BufferPtr b) {
-  auto t = create(b->dtype(), b->shape());
-  t->state_ = TensorState::DeviceData;
+  auto t = create(b->dtype(), b->shape(), [&](TensorImpl& t) {
+    t.state_ = TensorState::DeviceData;
+    if (t.created_at_) b->created_at = t.created_at_;
+    t.buffer_ = b;
+  });
+  // The id exists only now. Readers of owner_tensor_id reach the buffer through this tensor's
+  // lock (its DeviceData node) or hold the executor lock, as the callers that pass buffers do.
+  std::lock_guard<std::mutex> l(t->mu_);
   b->owner_tensor_id = t->id_;
-  if (t->created_at_) b->created_at = t->created_at_;
-  t->buffer_ = std::move(b);
   return t;
 }
 
 std::shared_ptr<TensorImpl> TensorImpl::from_host(DType dtype, Shape shape,
                                                   std::shared_ptr<Storage> s) {
-  auto t = create(dtype, std::move(shape));
-  t->state_ = TensorState::Host;
-  t->host_ = std::move(s);
-  return t;
+  return create(dtype, std::move(shape), [&](TensorImpl& t) {
+    t.state_ = TensorState::Host;
+    t.host_ = std::move(s);
+  });
 }
 
 std::shared_ptr<TensorImpl> TensorImpl::make_view(const std::shared_ptr<TensorImpl>& of, ViewOp op,
                                                   DType dtype, Shape out_shape) {
-  auto t = create(dtype, std::move(out_shape));
-  t->state_ = TensorState::View;
-  std::lock_guard<std::mutex> l(of->mu_);
-  if (of->state_ == TensorState::View) {  // flatten: a view's base is never a view
-    t->view_base_ = of->view_base_;
-    t->view_ops_ = of->view_ops_;
-  } else {
-    t->view_base_ = of;
+  std::shared_ptr<TensorImpl> base;
+  std::vector<ViewOp> ops;
+  {
+    std::lock_guard<std::mutex> l(of->mu_);
+    if (of->state_ == TensorState::View) {  // flatten: a view's base is never a view
+      base = of->view_base_;
+      ops = of->view_ops_;
+    } else {
+      base = of;
+    }
   }
-  t->view_ops_.push_back(std::move(op));
-  return t;
+  ops.push_back(std::move(op));
+  return create(dtype, std::move(out_shape), [&](TensorImpl& t) {
+    t.state_ = TensorState::View;
+    t.view_base_ = std::move(base);
+    t.view_ops_ = std::move(ops);
+  });
 }
 
 TensorState TensorImpl::state() const {
@@ -182,6 +196,12 @@ void TensorImpl::set_value_locked(ir::Value v) {
                 std::string(dtype_name(v.dtype())) + " for tensor of shape " + shape_str(shape_));
   }
   if (state_ != TensorState::View) {
+    if (state_ == TensorState::DeviceData && buffer_) {
+      restore_ = buffer_->slot();
+    } else if (state_ == TensorState::Host && host_) {
+      restore_ = std::make_shared<BufferSlot>();
+      restore_->storage = host_;
+    }
     state_ = TensorState::IR;
     ir_ = std::move(v);
     // The old buffer keeps owner_tensor_id == id_: at a barrier it may be donated to our new value.
@@ -205,17 +225,34 @@ void TensorImpl::set_value_locked(ir::Value v) {
 }
 
 ir::Value TensorImpl::pending_ir() {
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  return pending_ir(l);
+}
+
+ir::Value TensorImpl::pending_ir(const std::unique_lock<std::mutex>& held) {
+  if (held.mutex() != &mu_ || !held.owns_lock()) {
+    throw Error("internal: pending_ir without the lock");
+  }
   return state_ == TensorState::IR ? ir_ : ir::Value{};
 }
 
-void TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (state_ != TensorState::IR || ir_.node != expected.node) return;  // changed meanwhile
+SlotPtr TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer) {
+  std::unique_lock<std::mutex> l(mu_);
+  return assign_buffer_if_current(expected, std::move(buffer), l);
+}
+
+SlotPtr TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer,
+                                             const std::unique_lock<std::mutex>& held) {
+  if (held.mutex() != &mu_ || !held.owns_lock()) {
+    throw Error("internal: assign_buffer_if_current without the lock");
+  }
+  if (state_ != TensorState::IR || ir_.node != expected.node) return nullptr;  // changed meanwhile
   // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
   ir::Value tape = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
+  SlotPtr before = std::move(restore_);
   hold_buffer_locked(std::move(buffer));
   tape_ = std::move(tape);
+  return before;
 }
 
 void TensorImpl::hold_buffer_locked(BufferPtr b) {
@@ -228,6 +265,7 @@ void TensorImpl::hold_buffer_locked(BufferPtr b) {
   ir_ = {};
   host_.reset();
   tape_ = {};
+  restore_.reset();
 }
 
 bool TensorImpl::requires_grad_flag() const {
@@ -270,6 +308,11 @@ BufferPtr TensorImpl::buffer() {
   return state_ == TensorState::DeviceData ? buffer_ : nullptr;
 }
 
+std::shared_ptr<Storage> TensorImpl::host_storage() {
+  std::lock_guard<std::mutex> l(mu_);
+  return state_ == TensorState::Host ? host_ : nullptr;
+}
+
 std::shared_ptr<TensorImpl> TensorImpl::view_base() const {
   std::lock_guard<std::mutex> l(mu_);
   return view_base_;
@@ -285,10 +328,18 @@ BufferPtr TensorImpl::replay_input(bool* sole_owner) {
   return buffer_;
 }
 
-void TensorImpl::replay_assign(BufferPtr b) {
+SlotPtr TensorImpl::replay_assign(BufferPtr b) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::View) throw Error("internal: a replay output assigned to a view");
+  SlotPtr before = restore_;
+  if (state_ == TensorState::DeviceData && buffer_) {
+    before = buffer_->slot();
+  } else if (state_ == TensorState::Host && host_) {
+    before = std::make_shared<BufferSlot>();
+    before->storage = host_;
+  }
   hold_buffer_locked(std::move(b));
+  return before;
 }
 
 void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {
@@ -296,6 +347,7 @@ void TensorImpl::set_host_data(std::shared_ptr<Storage> s) {
   if (state_ == TensorState::View) throw ValueError("set_host_data: the tensor is a view");
   state_ = TensorState::Host;
   host_ = std::move(s);
+  restore_.reset();
   buffer_.reset();
   data_node_.reset();
   grad_leaf_node_.reset();

@@ -6,9 +6,16 @@
 //   view         a chain of view ops over a base tensor (never itself a view); in-place updates
 //                write through to the base
 //
-// Locking: `mu` guards the state fields of one TensorImpl. A view locks itself, then its base;
-// nothing locks in the other order. The live-tensor registry's lock is never taken while holding
-// a tensor's lock except in the destructor (which holds no tensor lock).
+// Locking (the whole order is in exec/graph_executor.h):
+// - `mu_` guards the state fields of one TensorImpl. id_, device_, created_at_, dtype_, shape_,
+//   and a view's view_base_ and view_ops_ are written before the tensor is registered and never
+//   after, so they are read without it.
+// - A view locks itself, then its base; nothing locks in the other order. A donating barrier
+//   holds several non-view tensors' locks at once, taken in id order, under the executor mutex;
+//   nobody else holds two non-view tensors' locks.
+// - While holding a tensor's lock, code may take only leaf locks (the registry's, when dropping
+//   the last reference to another tensor; the shape cache's, the leaf registry's, metrics'),
+//   never the executor mutex.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -56,10 +63,23 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   // Executor side. Pending IR of a non-view tensor, or an empty value.
   ir::Value pending_ir();
-  // After scheduling: replace the IR `expected` (if still current) by device data.
-  void assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // After scheduling: replace the IR `expected` (if still current) by device data. Returns the
+  // slot of the data the tensor held before that IR (null if none, or if the IR changed): a
+  // program that fails to compute `buffer` gives the tensor that value back (run_program).
+  SlotPtr assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer);
+  // A barrier that may donate keeps each stored root locked from collect to its buffer swap
+  // (exec/graph_executor.cpp), so no thread takes a new reference to the root's IR between the
+  // use counts donation reads and the swap. These take that held lock as proof.
+  std::unique_lock<std::mutex> lock_state() const { return std::unique_lock<std::mutex>(mu_); }
+  ir::Value pending_ir(const std::unique_lock<std::mutex>& held);
+  SlotPtr assign_buffer_if_current(const ir::Value& expected, BufferPtr buffer,
+                                   const std::unique_lock<std::mutex>& held);
+  // Fixed at creation (a view stays a view), so it is read without the lock.
+  bool is_view() const { return view_base_ != nullptr; }
   // The device buffer of a tensor in the device-data state, or null.
   BufferPtr buffer();
+  // The host copy of a tensor in the host state (values known without running anything), or null.
+  std::shared_ptr<Storage> host_storage();
 
   // The base a view reads and writes through; null for a tensor that is not a view.
   std::shared_ptr<TensorImpl> view_base() const;
@@ -69,8 +89,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // can read the buffer later (no pending graph, view cache or other tensor), so a replay may
   // donate it to this tensor's new value.
   BufferPtr replay_input(bool* sole_owner);
-  // A replay's output becomes this tensor's value, whatever its state was (never a view).
-  void replay_assign(BufferPtr b);
+  // A replay's output becomes this tensor's value, whatever its state was (never a view). Returns
+  // the slot of the data it held before (as assign_buffer_if_current).
+  SlotPtr replay_assign(BufferPtr b);
   // New contents from the host, same dtype and shape; the tensor object stays, so a captured
   // program reading it sees the new value. Graphs recorded before keep the old value.
   void set_host_data(std::shared_ptr<Storage> s);
@@ -98,7 +119,9 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   TensorImpl(Key, DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {}
 
  private:
-  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape);
+  // Builds a tensor, lets init(tensor) fill its state fields, then registers it (assigning id_).
+  template <typename Init>
+  static std::shared_ptr<TensorImpl> create(DType dtype, Shape shape, Init init);
   ir::Value view_value_locked();
   ir::Value value_locked();
   void set_value_locked(ir::Value v);
@@ -111,7 +134,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const DType dtype_;
   const Shape shape_;
 
-  mutable std::mutex mu_;  // guards everything below
+  mutable std::mutex mu_;  // guards everything below (see the locking notes at the top)
   TensorState state_ = TensorState::IR;
   BufferPtr buffer_;             // DeviceData
   ir::NodePtr data_node_;        // DeviceData: the one leaf for buffer_ ("asking twice returns the same node")
@@ -125,6 +148,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<TensorImpl> grad_;       // accumulated gradient of a leaf
   ir::NodePtr grad_leaf_node_;             // IR state leaf: the GradLeaf over ir_ ("asked twice, same node")
   ir::Value tape_;                         // DeviceData reached from requires-grad IR: that IR
+  // IR: the data held before the pending IR (its buffer's slot, or a slot over the host copy),
+  // kept so a failed program can restore it. A slot, not the DeviceBuffer: donation decisions
+  // count DeviceBuffer references only.
+  SlotPtr restore_;
 
   friend class Device;
 };

@@ -2,6 +2,8 @@
 // and its errors, step closures, the graph-size cut, the shape cache, and dumps.
 #include <thread>
 
+#include "backend/backend.h"
+#include "core/config.h"
 #include "ir/shape_inference.h"
 #include "test_util.h"
 
@@ -80,7 +82,8 @@ TEST_F(Executor, SyncTensorsSyncsOnlyTheListedTensors) {
 
 TEST_F(Executor, FailingProgramRaisesAtTheNextWaitAndTheNextStepRuns) {
   Tensor x = tensor<float>({1, 2, 3}, {3});
-  Tensor idx = tensor<int64_t>({0, 7}, {2});  // 7 is out of range: known only when it runs
+  // 7 is out of range, known only when it runs (computed; a host index is checked at the op).
+  Tensor idx = tensor<int64_t>({0, 7}, {2}) + zeros({2}, DType::Int64);
   Tensor bad = index_select(x, 0, idx);
   lz::sync();  // scheduled; the failure happens on the executor thread
   EXPECT_THROW(lz::wait(), ExecutionError);
@@ -93,7 +96,7 @@ TEST_F(Executor, FailingProgramRaisesAtTheNextWaitAndTheNextStepRuns) {
 
 TEST_F(Executor, AsyncErrorIsRaisedByTheNextSync) {
   Tensor x = tensor<float>({1, 2, 3}, {3});
-  Tensor bad = index_select(x, 0, tensor<int64_t>({-1}, {1}));
+  Tensor bad = index_select(x, 0, tensor<int64_t>({-1}, {1}) + zeros({1}, DType::Int64));
   lz::sync();
   try {
     lz::sync(true);
@@ -110,9 +113,58 @@ TEST_F(Executor, AsyncErrorIsRaisedByTheNextSync) {
 
 TEST_F(Executor, ValueReadOfAFailedProgramRaisesOnceNotAgainAtSync) {
   Tensor x = tensor<float>({1, 2, 3}, {3});
-  Tensor bad = index_select(x, 0, tensor<int64_t>({5}, {1}));
+  // Computed, so only the program finds index 5 (a host index is checked at the op).
+  Tensor bad = index_select(x, 0, tensor<int64_t>({5}, {1}) + zeros({1}, DType::Int64));
   EXPECT_THROW(bad.item<float>(), ExecutionError);
   EXPECT_NO_THROW(lz::sync(true));
+}
+
+TEST_F(Executor, HostIndexOutOfRangeRaisesAtTheOpAndRecordsNothing) {
+  Tensor x = tensor<float>({1, 2, 3}, {3});
+  EXPECT_THROW(index_select(x, 0, tensor<int64_t>({3}, {1})), IndexError);
+  EXPECT_THROW(gather(x, 0, tensor<int64_t>({-1}, {1})), IndexError);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+// A program that fails leaves every tensor it would have updated as it was, donated buffers
+// included, and a new result the failure did not reach keeps its value (DESIGN.md section 7).
+TEST_F(Executor, FailedStepKeepsUpdatedTensorsAndDonatedBuffers) {
+  for (const char* backend : {"cpu", "interp"}) {
+    set_active_backend(backend);
+    Tensor w = tensor<float>({1, 2, 3}, {3}) + 0.0f;
+    Tensor m = zeros({3});
+    lz::sync(true);
+    Tensor idx = tensor<int64_t>({0, 9}, {2}) + zeros({2}, DType::Int64);
+    lz::sync(true);
+    int64_t aliases = counter("InputOutputAliasCount");
+    Tensor g = index_select(w, 0, idx).sum();  // fails: index 9
+    w.sub_(g * 0.1f);
+    m.add_(1.0f);            // independent of the failure, but state: restored with the rest
+    Tensor fresh = m + 4.0f;  // new, and not reached by the failure: keeps its value
+    lz::sync();
+    EXPECT_GT(counter("InputOutputAliasCount"), aliases) << backend;  // w and m were donated
+    EXPECT_THROW(lz::wait(), ExecutionError) << backend;
+    EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2, 3})) << backend;
+    EXPECT_EQ(m.to_vector<float>(), (std::vector<float>{0, 0, 0})) << backend;
+    EXPECT_EQ(fresh.to_vector<float>(), (std::vector<float>{5, 5, 5})) << backend;
+    w.add_(1.0f);  // the next step works
+    lz::sync(true);
+    EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{2, 3, 4})) << backend;
+  }
+  set_active_backend(config().backend);
+}
+
+TEST_F(Executor, RunTimeIndexErrorNamesTheOpTheUserCalled) {
+  Tensor logits = zeros({2, 4});
+  Tensor target = tensor<int64_t>({1, 6}, {2}) + zeros({2}, DType::Int64);
+  Tensor loss = nn::cross_entropy(logits, target);
+  try {
+    loss.item<float>();
+    ADD_FAILURE() << "no error";
+  } catch (const ExecutionError& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("cross_entropy failed when its program ran: gather: index 6", 0), 0u) << what;
+  }
 }
 
 TEST_F(Executor, StepClosuresRunAfterTheBarrierInOrderAndSeeValues) {

@@ -76,6 +76,23 @@ TEST_F(HashRules, ParameterSequenceSeparatesSameInputTwiceFromTwoInputs) {
   EXPECT_EQ(counter("UncachedCompile"), 2);
 }
 
+// The leaves' arrangement enters the hash: {a - b, b - a} and {a - b, a - b} have equal root
+// dag hashes and parameter sequences, and shared one program (the second gave -3 for a - b).
+TEST_F(HashRules, LeavesInAnotherArrangementGetTheirOwnProgram) {
+  Tensor a = data({5}, {1}), b = data({2}, {1});
+  lz::sync(true);
+  Tensor r1 = a - b, r2 = b - a;
+  std::string swapped = debug::graph_hash({r1, r2});
+  lz::sync(true);
+  EXPECT_EQ(r2.to_vector<float>(), std::vector<float>{-3});
+  Tensor s1 = a - b, s2 = a - b;
+  EXPECT_NE(debug::graph_hash({s1, s2}), swapped);
+  lz::sync(true);
+  EXPECT_EQ(s1.to_vector<float>(), std::vector<float>{3});
+  EXPECT_EQ(s2.to_vector<float>(), std::vector<float>{3});
+  EXPECT_EQ(counter("UncachedCompile"), 2);
+}
+
 TEST_F(HashRules, TensorStillAliveAtBarrierAddsAnOutputAndChangesTheGraph) {
   Tensor x = data({1, 2, 3}, {3});
   lz::sync(true);

@@ -93,6 +93,20 @@ TEST(OpsErrors, BitwiseAndOnFloatsIsTypeErrorNamingDtypes) {
   expect_throw_and_recover<lz::TypeError>([&] { (void)lz::bitwise_not(a); });
 }
 
+TEST(OpsErrors, SubtractionWithABoolIsTypeErrorAsInPyTorch) {
+  // PyTorch refuses `-` when either operand is a bool tensor or a bool, even when the other
+  // operand would promote the result to a number.
+  Tensor m = make({1, 0}, {2}, lz::kBool);
+  Tensor f = make({1, 2}, {2});
+  std::string msg = expect_throw_and_recover<lz::TypeError>([&] { (void)(m - f); });
+  expect_mentions(msg, {"sub", "bool", "float32", "logical_not"});
+  expect_throw_and_recover<lz::TypeError>([&] { (void)(f - m); });
+  expect_throw_and_recover<lz::TypeError>([&] { (void)lz::sub(f, true); });
+  expect_throw_and_recover<lz::TypeError>([&] { (void)lz::sub(true, f); });
+  expect_throw_and_recover<lz::TypeError>([&] { (void)f.sub_(m); });
+  expect_values(m + f, kFloat32, {2}, {2, 2});  // addition still promotes
+}
+
 TEST(OpsErrors, MeanOfIntIsTypeErrorNamingDtype) {
   Tensor x = make({1, 2, 3}, {3}, kInt64);
   std::string msg = expect_throw_and_recover<lz::TypeError>([&] { (void)lz::mean(x); });

@@ -795,7 +795,7 @@ def test_failed_argument_raises_once_at_the_call():
     def f(x):
         return x * 2
 
-    bad = lz.arange(3).index_select(0, lz.tensor([10]))  # fails when it runs
+    bad = lz.arange(3).index_select(0, lz.tensor([10]) + 0)  # fails when it runs
     lz.sync()
     with pytest.raises(lz.ExecutionError):
         f(bad)

@@ -388,3 +388,20 @@ def test_the_size_bound_keeps_the_cache_small(tmp_path):
     assert result["KernelCompile"] > 0
     assert sum(os.path.getsize(p) for p in entries(tmp_path)) <= bound
     assert entries(tmp_path), "nothing kept at all"
+
+
+def test_boolean_settings_take_the_usual_spellings_and_cache_dir_expands_home(tmp_path):
+    # Issue 14 item 9: READ_ONLY=True raised at the first op, and "~" was a directory named "~".
+    env = dict(os.environ, PYTHONPATH=PKG_DIR, HOME=str(tmp_path), LAZULI_CACHE_DIR="~/lzcache",
+               LAZULI_PERSISTENT_CACHE_READ_ONLY="True", LAZULI_SYNC_WAIT="No", LAZULI_BACKEND="cpu")
+    code = "import lazuli as lz; print((lz.ones(3) * 2).sum().item())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "6.0"
+    env.update(LAZULI_PERSISTENT_CACHE_READ_ONLY="0", LAZULI_SYNC_WAIT="OFF")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "lzcache").is_dir() and any((tmp_path / "lzcache").iterdir())
+    env.update(LAZULI_SYNC_WAIT="maybe")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "LAZULI_SYNC_WAIT='maybe' is not a boolean" in out.stderr

@@ -1,7 +1,9 @@
 """PEP 517 build backend for Lazuli, kept in the tree so `pip install .` works offline.
 
-build_wheel configures and builds the `_C` extension with CMake and Ninja (in build-wheel/, or
-$LAZULI_WHEEL_BUILD_DIR; reused when it exists), then writes a wheel holding python/lazuli. Run scripts/setup.sh first on a fresh
+build_wheel configures and builds the `_C` extension with CMake and Ninja outside the source tree
+(in a temporary directory removed afterwards, or in $LAZULI_WHEEL_BUILD_DIR, kept and reused, for
+fast repeated installs), then writes a wheel holding python/lazuli's modules and the extension
+built there. Nothing is written into the source tree. Run scripts/setup.sh first on a fresh
 machine: it installs the compilers and libraries with apt-get.
 """
 import base64
@@ -11,6 +13,7 @@ import pathlib
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,12 +35,16 @@ def _tag():
     return f"{py}-{py}-{plat}"
 
 
-def _build_extension():
-    build = ROOT / os.environ.get("LAZULI_WHEEL_BUILD_DIR", "build-wheel")
+def _build_extension(build):
+    """Builds _C and its liblazuli_jit.so into build/lazuli; returns that directory."""
+    out = build / NAME
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
                            "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
+                           "-DLAZULI_BUILD_TESTS=OFF", "-DLAZULI_BUILD_BENCH=OFF",
+                           "-DLAZULI_BUILD_EXAMPLES=OFF", f"-DLAZULI_PYTHON_OUTPUT_DIR={out}",
                            f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
     subprocess.check_call(["cmake", "--build", str(build), "--target", "_C"], stdout=sys.stderr)
+    return out
 
 
 def _record_line(arcname, data):
@@ -46,17 +53,24 @@ def _record_line(arcname, data):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    _build_extension()
+    kept = os.environ.get("LAZULI_WHEEL_BUILD_DIR")
+    if kept:
+        return _write_wheel(wheel_directory, _build_extension(pathlib.Path(kept).resolve()))
+    with tempfile.TemporaryDirectory(prefix="lazuli-wheel-build-") as build:
+        return _write_wheel(wheel_directory, _build_extension(pathlib.Path(build)))
+
+
+def _write_wheel(wheel_directory, built):
     pkg = ROOT / "python" / NAME
-    # Every module of the package and its subpackages (nn, optim, ...), the extension, and the
-    # LLVM code generator it loads at the first kernel compile.
-    files = sorted(p for p in pkg.rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts
-                   and (p.suffix == ".py" or p.name == "liblazuli_jit.so"
-                        or (p.name.startswith("_C.") and p.suffix == ".so")))
-    if not any(p.name.startswith("_C.") for p in files) or not any(
-            p.name == "liblazuli_jit.so" for p in files):
+    # Every module of the package and its subpackages (nn, optim, ...) from the source tree; the
+    # extension and the LLVM code generator it loads at the first kernel compile from the build.
+    modules = [(p, p.relative_to(pkg)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
+    binaries = [(p, p.relative_to(built)) for p in built.iterdir()
+                if p.name == "liblazuli_jit.so" or (p.name.startswith("_C.") and p.suffix == ".so")]
+    if not any(p.name.startswith("_C.") for p, _ in binaries) or not any(
+            p.name == "liblazuli_jit.so" for p, _ in binaries):
         raise RuntimeError("the _C extension or liblazuli_jit.so was not built; see the CMake output above")
+    files = sorted(modules + binaries, key=lambda f: f[1].as_posix())
     dist_info = f"{NAME}-{VERSION}.dist-info"
     wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
     metadata = (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
@@ -66,9 +80,9 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     records = []
     path = pathlib.Path(wheel_directory) / wheel_name
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for p in files:
+        for p, rel in files:
             data = p.read_bytes()
-            arc = f"{NAME}/{p.relative_to(pkg).as_posix()}"
+            arc = f"{NAME}/{rel.as_posix()}"
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
         for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)):

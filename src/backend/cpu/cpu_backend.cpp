@@ -27,8 +27,10 @@ class CpuProgram final : public Executable {
  public:
   CpuProgram(Plan plan, std::vector<std::shared_ptr<LoadedKernel>> kernels)
       : plan_(std::move(plan)), kernels_(std::move(kernels)) {
-    for (const PlanStep& s : plan_.steps) {
+    for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
       counters_.push_back(s.counter.empty() ? nullptr : get_counter(s.counter));
+      if (s.kind == PlanStep::Fallback) last_fallible_ = static_cast<int>(i);
     }
   }
 
@@ -46,16 +48,24 @@ class CpuProgram final : public Executable {
       }
     }
     // A root whose output storage is a donated parameter's is written there only where the plan
-    // proved it safe; otherwise it is computed aside and copied at the end.
+    // proved it safe, and only after every step that can fail (the fallbacks) has run: a failed
+    // program leaves donated parameters intact (backend.h). Otherwise it is computed aside and
+    // copied at the end.
     std::vector<std::shared_ptr<Storage>> spills;
     std::vector<bool> copy = plan_.root_copy;
+    std::vector<bool> donated(outputs.size(), false);
+    std::vector<uint8_t> into_param(plan_.values.size(), 0);  // value written into a donated param
     for (size_t r = 0; r < outputs.size(); ++r) {
-      if (copy[r]) continue;
       for (size_t p = 0; p < params.size(); ++p) {
         if (params[p]->data() != outputs[r]->data()) continue;
+        donated[r] = true;
+        if (copy[r]) break;
         const auto& ok = plan_.root_may_overwrite[r];
-        if (!std::binary_search(ok.begin(), ok.end(), static_cast<int>(p))) {
-          int v = plan_.root_value[r];
+        int v = plan_.root_value[r];
+        int def = plan_.values[v].def_step;
+        into_param[v] = 1;
+        if (def <= last_fallible_ || !std::binary_search(ok.begin(), ok.end(), static_cast<int>(p))) {
+          into_param[v] = 0;
           spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
           ptr[v] = spills.back()->data();
           copy[r] = true;
@@ -63,54 +73,89 @@ class CpuProgram final : public Executable {
         break;
       }
     }
+    // A failed step fails everything computed from it; the rest still runs (backend.h).
+    std::vector<uint8_t> failed(plan_.values.size(), 0);
+    std::exception_ptr first_error;
+    int failed_node = -1;
     std::vector<void*> ptrs;
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
-      if (s.kind == PlanStep::Kernel) {
-        if (s.range == 0) continue;
-        ptrs.clear();
-        for (int v : s.inputs) ptrs.push_back(v < 0 ? nullptr : ptr[v]);
-        ptrs.push_back(ptr[s.output]);
-        // One reference captured: the std::function holds it inline (no allocation per launch).
-        struct Launch {
-          KernelFn fn;
-          void* const* pp;
-          const int64_t* args;
-        } launch{kernels_[s.kernel]->fn, ptrs.data(), s.args.data()};
-        runtime_pool().parallel_for(s.range, s.grain, s.align,
-                                    [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
+      if (first_error && into_param[s.output]) {
+        // A donated parameter stays intact once anything failed: the value goes aside, for the
+        // steps that read it (its root is restored: backend.h).
+        spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[s.output].nbytes)));
+        ptr[s.output] = spills.back()->data();
+        into_param[s.output] = 0;
+      }
+      bool input_failed = false;
+      for (int v : s.inputs) input_failed |= v >= 0 && failed[v];
+      if (input_failed) {
+        failed[s.output] = 1;
         continue;
       }
-      std::vector<interp::ConstArray> in;
-      for (size_t j = 0; j < s.inputs.size(); ++j) {
-        in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]]});
+      try {
+        run_step(s, i, ptr, ptrs);
+      } catch (...) {
+        if (!first_error) {
+          first_error = std::current_exception();
+          failed_node = s.node;
+        }
+        failed[s.output] = 1;
       }
-      const PlanValue& ov = plan_.values[s.output];
-      interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
-      if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
-        // Only float32 2-D products fold transposes (fusion.cpp rule 7), and sgemm takes them all.
-        if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
-        continue;
-      }
-      if (s.kind == PlanStep::MatMul && library_call(s.op, s.attrs, in, out)) continue;
-      if (counters_[i]) counters_[i]->add();
-      interp::run_kernel(s.op, s.attrs, in, out);
     }
     std::vector<RootCopy> copies;
+    std::vector<bool> root_failed(outputs.size(), false);
     for (size_t r = 0; r < outputs.size(); ++r) {
-      if (!copy[r]) continue;
+      root_failed[r] = failed[plan_.root_value[r]] != 0 || (first_error && donated[r]);
+      if (root_failed[r] || !copy[r]) continue;
       const PlanValue& v = plan_.values[plan_.root_value[r]];
       copies.push_back({outputs[r]->data(), ptr[plan_.root_value[r]], static_cast<size_t>(v.nbytes)});
     }
     run_root_copies(copies);
+    if (first_error) throw PartialRunFailure(std::move(root_failed), first_error, failed_node);
   }
 
   const Plan& plan() const { return plan_; }
+
+  // One step: a kernel launch on the pool, a matrix product, or a reference kernel (which may
+  // throw on bad data: an index out of range).
+  void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr, std::vector<void*>& ptrs) const {
+    if (s.kind == PlanStep::Kernel) {
+      if (s.range == 0) return;
+      ptrs.clear();
+      for (int v : s.inputs) ptrs.push_back(v < 0 ? nullptr : ptr[v]);
+      ptrs.push_back(ptr[s.output]);
+      // One reference captured: the std::function holds it inline (no allocation per launch).
+      struct Launch {
+        KernelFn fn;
+        void* const* pp;
+        const int64_t* args;
+      } launch{kernels_[s.kernel]->fn, ptrs.data(), s.args.data()};
+      runtime_pool().parallel_for(s.range, s.grain, s.align,
+                                  [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
+      return;
+    }
+    std::vector<interp::ConstArray> in;
+    for (size_t j = 0; j < s.inputs.size(); ++j) {
+      in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]]});
+    }
+    const PlanValue& ov = plan_.values[s.output];
+    interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
+    if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
+      // Only float32 2-D products fold transposes (fusion.cpp rule 7), and sgemm takes them all.
+      if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
+      return;
+    }
+    if (s.kind == PlanStep::MatMul && library_call(s.op, s.attrs, in, out)) return;
+    if (counters_[i]) counters_[i]->add();
+    interp::run_kernel(s.op, s.attrs, in, out);
+  }
 
  private:
   Plan plan_;
   std::vector<std::shared_ptr<LoadedKernel>> kernels_;
   std::vector<Counter*> counters_;
+  int last_fallible_ = -1;  // the last step that can throw on bad data (a fallback)
 };
 
 class CpuBackend : public Backend {

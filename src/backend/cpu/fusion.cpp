@@ -527,6 +527,7 @@ class Planner {
     step.kind = src->op == OpKind::MatMul ? PlanStep::MatMul : PlanStep::Fallback;
     step.op = src->op;
     step.attrs = src->attrs;
+    step.node = idx(src);
     int sid = static_cast<int>(plan_.steps.size());
     for (const ir::Value& o : src->operands) {
       const Node* on = o.node.get();

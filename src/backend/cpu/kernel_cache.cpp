@@ -4,15 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <cpuid.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/compile_interrupt.h"
 #include "backend/cpu/disk_cache.h"
 #include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
@@ -262,8 +265,17 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
   if (missing.empty()) return out;
   std::vector<std::exception_ptr> errors(kernels.size());
   std::vector<std::function<void()>> tasks;
+  // Ctrl-C stops the compile between kernels (compile_interrupt.h); polled on this thread only.
+  CompileInterruptScope interrupt;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> stop{false};
   for (size_t i : missing) {
     tasks.push_back([&, i] {
+      if (stop.load(std::memory_order_relaxed) ||
+          (std::this_thread::get_id() == caller && interrupt.poll())) {
+        stop.store(true, std::memory_order_relaxed);
+        return;  // skipped: out[i] stays empty
+      }
       const PlanKernel& k = kernels[i];
       try {
         // An object the loader refuses is a damaged entry: rejected, deleted, compiled below.
@@ -286,6 +298,13 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
     });
   }
   runtime_pool().run_all(tasks);
+  if (stop.load()) {
+    for (size_t i : missing) {
+      if (out[i] && !errors[i]) memory_cache().add(keys[i], out[i]);  // finished ones are whole
+    }
+    get_counter("CompileInterrupted")->add();
+    throw CompileInterrupted("cpu backend: compile interrupted between kernels");
+  }
   for (size_t i : missing) {
     if (errors[i]) std::rethrow_exception(errors[i]);
     memory_cache().add(keys[i], out[i]);

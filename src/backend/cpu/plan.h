@@ -42,6 +42,7 @@ struct PlanStep {
   std::vector<DType> in_dtypes;
   std::vector<uint8_t> trans;       // MatMul: operand read transposed (in_shapes holds its stored shape)
   std::string counter;              // Fallback: "fallback::<op>"
+  int node = -1;                    // MatMul / Fallback: the node's post-order index (error reports)
 };
 
 struct PlanKernel {

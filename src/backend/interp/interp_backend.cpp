@@ -45,13 +45,19 @@ class Program final : public Executable {
       for (const Storage* p : params) is_param = is_param || p->data() == outputs[r]->data();
       if (!is_param && !direct[roots[r]]) direct[roots[r]] = outputs[r]->data();
     }
+    // A failed instruction fails everything computed from it; the rest still runs (backend.h).
+    std::vector<uint8_t> failed(instrs.size(), 0);
+    std::exception_ptr first_error;
+    int failed_node = -1;  // instructions are the post-order nodes, one each
     for (size_t i = 0; i < instrs.size(); ++i) {
       const Instr& ins = instrs[i];
       if (ins.op == ir::OpKind::DeviceData) {
         data[i] = params[ins.param]->data();
         continue;
       }
-      if (is_alias(ins.op)) {  // same bytes as its input: share them, copy nothing
+      for (int j : ins.inputs) failed[i] |= failed[j];
+      if (failed[i]) {
+      } else if (is_alias(ins.op)) {  // same bytes as its input: share them, copy nothing
         int j = ins.inputs[0];
         data[i] = data[j];
         owned[i] = owned[j];
@@ -65,8 +71,16 @@ class Program final : public Executable {
         in.reserve(ins.inputs.size());
         for (int j : ins.inputs) in.push_back({instrs[j].dtype, &instrs[j].shape, data[j]});
         MutArray out{ins.dtype, &ins.shape, dst};
-        if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
-        data[i] = dst;
+        try {
+          if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
+          data[i] = dst;
+        } catch (...) {
+          if (!first_error) {
+            first_error = std::current_exception();
+            failed_node = static_cast<int>(i);
+          }
+          failed[i] = 1;
+        }
       }
       for (int j : ins.inputs) {  // free intermediates after their last use
         if (instrs[j].last_use == static_cast<int>(i) && root_refs[j] == 0) {
@@ -75,14 +89,20 @@ class Program final : public Executable {
         }
       }
     }
-    // Every parameter has been read: outputs may now overwrite donated parameter storage.
+    // Every parameter has been read: outputs may now overwrite donated parameter storage. A failed
+    // root's output is not written, so a donated parameter under it keeps its contents.
     std::vector<RootCopy> copies;
+    std::vector<bool> root_failed(roots.size(), false);
     for (size_t r = 0; r < roots.size(); ++r) {
       const Instr& ins = instrs[roots[r]];
+      bool donated = false;
+      for (const Storage* p : params) donated = donated || p->data() == outputs[r]->data();
+      if ((root_failed[r] = failed[roots[r]] != 0 || (first_error && donated))) continue;
       size_t nbytes = static_cast<size_t>(numel(ins.shape)) * dtype_size(ins.dtype);
       copies.push_back({outputs[r]->data(), data[roots[r]], nbytes});
     }
     run_root_copies(copies);
+    if (first_error) throw PartialRunFailure(std::move(root_failed), first_error, failed_node);
   }
 };
 

@@ -1,0 +1,21 @@
+"""What a user sees of the package itself: public names print under `lazuli`, not the extension."""
+import pickle
+import traceback
+
+import numpy as np
+import pytest
+
+import lazuli as lz
+
+
+def test_execution_error_shows_as_lazuli_execution_error():
+    assert lz.ExecutionError is lz._C.ExecutionError  # the old spelling keeps working
+    assert repr(lz.ExecutionError) == "<class 'lazuli.ExecutionError'>"
+    x = lz.tensor(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+    bad = x.index_select(0, lz.tensor([0, 5]) + 0) * 2.0  # index 5 of 4, found when it runs
+    with pytest.raises(lz.ExecutionError) as info:
+        bad.numpy()
+    shown = "".join(traceback.format_exception_only(info.type, info.value))
+    assert shown.startswith("lazuli.ExecutionError: ") and "index_select" in shown
+    # Found again by its public name, so it crosses process boundaries (multiprocessing).
+    assert type(pickle.loads(pickle.dumps(info.value))) is lz.ExecutionError
