@@ -286,6 +286,35 @@ TEST_F(DiskCacheTest, EmptyDirectoryPathMeansOff) {
   EXPECT_FALSE(cache.enabled());
 }
 
+TEST_F(DiskCacheTest, CacheThatIsOffCountsNoMiss) {
+  DiskCache cache(DiskCacheOptions{});
+  EXPECT_EQ(cache.load(key_of(1)), std::nullopt);
+  EXPECT_EQ(counter("PersistentCacheMiss"), 0);
+  EXPECT_EQ(counter("PersistentCacheRejected"), 0);
+}
+
+TEST_F(DiskCacheTest, DirectoryAtAnEntrysNameIsRemovedSoTheEntryCanBeStoredAgain) {
+  DiskCache cache(options());
+  const std::string path = cache.entry_path(key_of(1));
+  fs::create_directories(path + "/inside");
+  write_file(path + "/inside/file", "x");
+  EXPECT_EQ(cache.load(key_of(1)), std::nullopt);
+  EXPECT_EQ(counter("PersistentCacheRejected"), 1);
+  EXPECT_FALSE(fs::exists(path));
+  cache.store(key_of(1), payload_of(1));
+  EXPECT_EQ(cache.load(key_of(1)), payload_of(1));
+  EXPECT_FALSE(has_temp_files(dir_));
+}
+
+TEST_F(DiskCacheTest, AcceptHookRefusingAPayloadMakesItARejectedEntry) {
+  DiskCache cache(options());
+  cache.store(key_of(1), payload_of(1));
+  EXPECT_EQ(cache.load(key_of(1), [](const std::string&) { return false; }), std::nullopt);
+  EXPECT_EQ(counter("PersistentCacheRejected"), 1);
+  EXPECT_EQ(counter("PersistentCacheHit"), 0);
+  EXPECT_FALSE(fs::exists(cache.entry_path(key_of(1))));
+}
+
 TEST_F(DiskCacheTest, ReadOnlyCacheNeverWritesButLoadsEarlierEntries) {
   {
     DiskCache writer(options());
@@ -384,6 +413,27 @@ TEST_F(DiskCacheTest, FullDiskLeavesNoPartialEntryAndDoesNotCrash) {
   EXPECT_FALSE(fs::exists(parent.entry_path(key_of(1))));
   EXPECT_FALSE(fs::exists(parent.entry_path(key_of(2))));
   EXPECT_EQ(parent.load(key_of(3)), payload_of(3, 100));
+}
+
+TEST_F(DiskCacheTest, WritePastTheFileSizeLimitIsAFailedStoreNotAKill) {
+  DiskCache parent(options());
+  int status = 0;
+  std::string err = run_in_child(
+      [&] {
+        ::signal(SIGXFSZ, SIG_DFL);  // a C++ program's default: the kernel kills it at the limit
+        rlimit lim{4096, 4096};
+        if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(3);
+        clear_counters();
+        DiskCache cache(options());
+        cache.store(key_of(1), payload_of(1, 64 << 10));
+        if (counter("PersistentCacheStoreFailed") != 1) ::_exit(4);
+      },
+      &status);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died: status " << status << "\n" << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(err.find("cannot write"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(parent.entry_path(key_of(1))));
+  EXPECT_FALSE(has_temp_files(dir_));
 }
 
 TEST_F(DiskCacheTest, TwoProcessesStoringTheSameKeysLeaveWholeEntries) {

@@ -10,8 +10,8 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -39,7 +39,9 @@ TEST(ElfLoader, RefusesBytesThatAreNotAnObjectWithAReason) {
 }
 
 TEST(ElfLoader, RefusesATruncatedObject) {
-  std::string header = "\x7f" "ELF";
+  std::string header =
+      "\x7f"
+      "ELF";
   header.resize(64, '\0');
   header[4] = 2;  // 64-bit
   header[5] = 1;  // little endian
@@ -59,20 +61,24 @@ TEST(ElfLoader, EveryGeneratedKernelLinksWithoutLlvm) {
   lz::Tensor z = (x.to(lz::kInt64) * 3).amax({0}).to(lz::kFloat64);
   std::vector<double> vy = y.to_vector<double>();
   std::vector<double> vz = z.to_vector<double>();
-  EXPECT_NEAR(vy[0], std::exp(1.f) + std::tanh(1.f) + std::erf(-2.f) + std::exp(3.f) + std::tanh(3.f), 1e-4);
+  EXPECT_NEAR(vy[0],
+              std::exp(1.f) + std::tanh(1.f) + std::erf(-2.f) + std::exp(3.f) + std::tanh(3.f),
+              1e-4);
   EXPECT_EQ(vz, (std::vector<double>{3, 15, 9}));
   EXPECT_EQ(lz::debug::counter_value("KernelLinkedByLlvm"), before);
   lz::wait();
   lz::set_active_backend(lz::config().backend);
 }
 
-// ---- damaged objects under a valid checksum ------------------------------------------------------
+// ---- damaged objects under a valid checksum
+// ------------------------------------------------------
 //
 // The disk cache's checksum catches damage done to an entry after it was written; these tests give
 // the loader objects whose damage a checksum cannot see (it was recomputed). A structural flip
 // must give a refusal or a kernel that computes exactly what the undamaged one does, never a
-// crash or a hang; the one exception (call_swaps) computes other values. Flips inside .text and the constants are not sampled: nothing
-// but the checksum can tell damaged machine code from good (kernel_cache.cpp, link_cached).
+// crash or a hang; the one exception (call_swaps) computes other values. Flips inside .text and the
+// constants are not sampled: nothing but the checksum can tell damaged machine code from good
+// (kernel_cache.cpp, link_cached).
 
 namespace fs = std::filesystem;
 
@@ -127,7 +133,8 @@ std::string entry_with_payload(const std::string& entry, const std::string& obje
 // A graph whose one kernel calls libm and libmvec and reads constants: every relocation kind.
 lz::Tensor fuzz_graph(float offset) {
   std::vector<float> v(4 * 37);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = -2.0f + 4.0f * static_cast<float>(i) / v.size() + offset;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = -2.0f + 4.0f * static_cast<float>(i) / v.size() + offset;
   lz::Tensor x = lz::tensor<float>(v, {4, 37});
   return lz::where(x > 0.25f, lz::exp(x) * lz::tanh(x), lz::erf(x) - 0.5f) * 1.75f;
 }
@@ -142,7 +149,8 @@ struct KernelCall {
   std::vector<char> run(lz::cpu::KernelFn fn) const {
     std::vector<char> out(out_bytes, '\x5a');
     std::vector<void*> ptrs;
-    for (const auto& in : inputs) ptrs.push_back(in.empty() ? nullptr : const_cast<char*>(in.data()));
+    for (const auto& in : inputs)
+      ptrs.push_back(in.empty() ? nullptr : const_cast<char*>(in.data()));
     ptrs.push_back(out.data());
     fn(0, step.range, ptrs.data(), step.args.data());
     return out;
@@ -214,7 +222,8 @@ std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>
     for (size_t i = 0; i < bits.size(); ++i) {
       const uint64_t byte = bits[i] / 8;
       if (byte < r.sh_offset || byte >= r.sh_offset + r.sh_size) continue;
-      const uint64_t entry = r.sh_offset + (byte - r.sh_offset) / sizeof(Elf64_Rela) * sizeof(Elf64_Rela);
+      const uint64_t entry =
+          r.sh_offset + (byte - r.sh_offset) / sizeof(Elf64_Rela) * sizeof(Elf64_Rela);
       const uint64_t field = entry + offsetof(Elf64_Rela, r_info) + 4;  // the symbol index
       if (byte < field || byte >= field + 4) continue;
       uint32_t index;
@@ -231,8 +240,9 @@ enum : char { kRefused = 'R', kSame = 'S', kWrong = 'W' };
 // Loads each flipped object in a child process, one after another, and runs what loads; a crash
 // or a hang (no report within `stall_seconds`) is recorded against its flip and a new child goes
 // on with the next. Returns one outcome per flip: R, S, W, or 'X' (crashed) / 'H' (hung).
-std::string outcomes_in_children(const std::string& obj, const std::vector<uint64_t>& bits, const KernelCall& call,
-                                 const std::vector<char>& expected, int stall_seconds) {
+std::string outcomes_in_children(const std::string& obj, const std::vector<uint64_t>& bits,
+                                 const KernelCall& call, const std::vector<char>& expected,
+                                 int stall_seconds) {
   std::string out;
   while (out.size() < bits.size()) {
     int fds[2];
@@ -290,7 +300,8 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
   std::string why;
   auto good = lz::cpu::load_elf_object(obj, &why);  // also loads libmvec before the children fork
   ASSERT_NE(good, nullptr) << why;
-  const std::vector<char> expected = call.run(reinterpret_cast<lz::cpu::KernelFn>(good->function(call.kernel.name)));
+  const std::vector<char> expected =
+      call.run(reinterpret_cast<lz::cpu::KernelFn>(good->function(call.kernel.name)));
   ASSERT_EQ(expected, call.run(k[0]->fn));
 
   const std::vector<uint64_t> bits = structural_bits(obj);
@@ -307,14 +318,19 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
       continue;
     }
     if (outcomes[i] != kRefused && outcomes[i] != kSame && failures.size() < 2000) {
-      failures += " bit " + std::to_string(bits[i]) + " (byte " + std::to_string(bits[i] / 8) + "): " +
-                  (outcomes[i] == kWrong ? "wrong values" : outcomes[i] == 'H' ? "hang" : "crash") + ";";
+      failures += " bit " + std::to_string(bits[i]) + " (byte " + std::to_string(bits[i] / 8) +
+                  "): " +
+                  (outcomes[i] == kWrong ? "wrong values"
+                   : outcomes[i] == 'H'  ? "hang"
+                                         : "crash") +
+                  ";";
     }
   }
   EXPECT_EQ(outcomes.size(), bits.size());
   EXPECT_EQ(failures, "") << refused << " refused, " << same << " unchanged, of " << bits.size();
-  std::printf("%zu structural bit flips: %d refused, %d harmless, %d swap one math call for another\n",
-              bits.size(), refused, same, swapped);
+  std::printf(
+      "%zu structural bit flips: %d refused, %d harmless, %d swap one math call for another\n",
+      bits.size(), refused, same, swapped);
   lz::wait();
   lz::set_active_backend(lz::config().backend);
 }

@@ -203,6 +203,22 @@ def test_entries_replaced_by_a_directory_a_fifo_and_a_symlink_do_not_hang_or_cra
     assert second["PersistentCacheRejected"] >= 3, second
     assert second["KernelCompile"] == 3, second
     assert read(str(other)) == files[c], "the symlink's target was written"
+    third = run_child(cache)  # each odd file was replaced by a real entry
+    assert third["KernelCompile"] == 0 and third["PersistentCacheRejected"] == 0, third
+
+
+def test_a_true_spelled_read_only_setting_is_accepted(warm):
+    cache, files, _ = warm
+    result = run_child(cache, LAZULI_PERSISTENT_CACHE_READ_ONLY="True")
+    assert result["PersistentCacheHit"] == len(files) and result["KernelCompile"] == 0, result
+
+
+def test_a_cache_dir_starting_with_a_tilde_is_under_home(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    result = run_child("~/cache", HOME=str(home))
+    assert result["KernelCompile"] > 0
+    assert entries(home / "cache"), "no entries under $HOME/cache"
 
 
 # ---- unsafe or unusable directories -------------------------------------------------------------

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <mutex>
 #include <system_error>
 #include <vector>
 
@@ -120,15 +119,14 @@ int make_dirs(const std::string& dir) {
 
 // A write past RLIMIT_FSIZE raises SIGXFSZ, whose default action kills the process; ignored, the
 // write fails with EFBIG and the store is an ordinary failed one (CPython ignores it at start).
+// Checked before every store (one syscall; a store follows a compile), so a program that resets
+// the signal later is still covered.
 void ignore_sigxfsz_if_default() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction old {};
-    if (::sigaction(SIGXFSZ, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-        old.sa_handler == SIG_DFL) {
-      ::signal(SIGXFSZ, SIG_IGN);
-    }
-  });
+  struct sigaction old {};
+  if (::sigaction(SIGXFSZ, nullptr, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+      old.sa_handler == SIG_DFL) {
+    ::signal(SIGXFSZ, SIG_IGN);
+  }
 }
 
 // Removes a directory found at an entry's name (else no store could ever replace it): renamed
@@ -181,7 +179,6 @@ DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
     return;
   }
   enabled_ = true;
-  if (!opts_.read_only) ignore_sigxfsz_if_default();
 }
 
 std::string DiskCache::entry_path(const Hash128& key) const {
@@ -260,6 +257,7 @@ void DiskCache::store(const Hash128& key, std::string_view payload) {
   h.payload_size = payload.size();
   h.checksum = XXH3_64bits(payload.data(), payload.size());
 
+  ignore_sigxfsz_if_default();
   const std::string path = entry_path(key);
   std::string tmp = opts_.dir + "/" + kTempPrefix + key.hex() + ".XXXXXX";
   Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));

@@ -27,7 +27,7 @@
 // Errors: nothing here throws or aborts. A failed write deletes its temp file, is counted
 // (PersistentCacheStoreFailed) and prints one warning per DiskCache object; the caller goes on
 // without the entry. A write past RLIMIT_FSIZE (`ulimit -f`) is such a failure, not a kill: like
-// CPython, a writable cache sets SIGXFSZ to ignored when it is at its default action (which
+// CPython, each store sets SIGXFSZ to ignored when it is at its default action (which
 // kills the process); a handler the program installed is left alone. Processes the program
 // starts inherit the ignored disposition, as they do from Python. Thread-safe: the object
 // holds no mutable state but the warned-once flag; cooperating processes share a directory

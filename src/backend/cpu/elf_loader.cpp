@@ -43,17 +43,17 @@ bool power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 // library calls on processors without the instructions). Nothing else is resolved, so a damaged
 // name can never call an arbitrary function of the process.
 bool allowed_external(std::string_view name) {
-  static const char* const kScalar[] = {"expf",   "exp",   "logf",  "log",   "log1pf",    "log1p",
-                                        "expm1f", "expm1", "sinf",  "sin",   "cosf",      "cos",
-                                        "tanhf",  "tanh",  "erff",  "erf",   "powf",      "pow",
-                                        "floorf", "floor", "ceilf", "ceil",  "roundevenf", "roundeven",
-                                        "sqrtf",  "sqrt"};
+  static const char* const kScalar[] = {
+      "expf",   "exp",   "logf",  "log",   "log1pf",     "log1p",     "expm1f", "expm1", "sinf",
+      "sin",    "cosf",  "cos",   "tanhf", "tanh",       "erff",      "erf",    "powf",  "pow",
+      "floorf", "floor", "ceilf", "ceil",  "roundevenf", "roundeven", "sqrtf",  "sqrt"};
   static const char* const kOther[] = {"memset", "memcpy", "memmove"};
   for (const char* s : kOther) {
     if (name == s) return true;
   }
   // libmvec: _ZGV<isa b-e>N<lanes><v per argument>_<scalar name>
-  if (name.starts_with("_ZGV") && name.size() > 7 && name[4] >= 'b' && name[4] <= 'e' && name[5] == 'N') {
+  if (name.starts_with("_ZGV") && name.size() > 7 && name[4] >= 'b' && name[4] <= 'e' &&
+      name[5] == 'N') {
     size_t i = 6;
     while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
     const std::string_view lanes = name.substr(6, i - 6);
@@ -116,7 +116,8 @@ const char* check_header(std::string_view f, Elf64_Ehdr* eh) {
 
 // A string table: inside the file, ends with a NUL.
 bool string_table(std::string_view f, const Elf64_Shdr& s, std::string_view* out) {
-  if (s.sh_type != SHT_STRTAB || s.sh_size == 0 || !in_file(f, s.sh_offset, s.sh_size)) return false;
+  if (s.sh_type != SHT_STRTAB || s.sh_size == 0 || !in_file(f, s.sh_offset, s.sh_size))
+    return false;
   *out = f.substr(s.sh_offset, s.sh_size);
   return out->back() == '\0';
 }
@@ -137,9 +138,16 @@ const char* check_sections(const Elf64_Ehdr& eh, Object* o) {
     if (s.sh_name >= names.size()) return "bad section name";
     o->name[i] = Object::string_at(names, s.sh_name);
     switch (s.sh_type) {
-      case SHT_PROGBITS: case SHT_SYMTAB: case SHT_STRTAB: case SHT_RELA: case SHT_NOTE:
-      case SHT_X86_64_UNWIND: case kShtLlvmAddrsig: break;
-      default: return "unexpected section type";
+      case SHT_PROGBITS:
+      case SHT_SYMTAB:
+      case SHT_STRTAB:
+      case SHT_RELA:
+      case SHT_NOTE:
+      case SHT_X86_64_UNWIND:
+      case kShtLlvmAddrsig:
+        break;
+      default:
+        return "unexpected section type";
     }
     if (!in_file(f, s.sh_offset, s.sh_size)) return "section outside the file";
     if ((s.sh_flags & ~kKnownFlags) != 0) return "unexpected section flags";
@@ -165,11 +173,12 @@ const char* check_sections(const Elf64_Ehdr& eh, Object* o) {
 const char* check_symbols(Object* o) {
   std::string_view f = o->file;
   const Elf64_Shdr& st = o->sh[o->symtab];
-  if (st.sh_entsize != sizeof(Elf64_Sym) || st.sh_size % sizeof(Elf64_Sym) != 0 || st.sh_offset % 8 != 0 ||
-      st.sh_size == 0) {
+  if (st.sh_entsize != sizeof(Elf64_Sym) || st.sh_size % sizeof(Elf64_Sym) != 0 ||
+      st.sh_offset % 8 != 0 || st.sh_size == 0) {
     return "bad symbol table";
   }
-  if (st.sh_link == 0 || st.sh_link >= o->sh.size() || !string_table(f, o->sh[st.sh_link], &o->strtab)) {
+  if (st.sh_link == 0 || st.sh_link >= o->sh.size() ||
+      !string_table(f, o->sh[st.sh_link], &o->strtab)) {
     return "bad symbol name table";
   }
   const size_t count = st.sh_size / sizeof(Elf64_Sym);
@@ -181,14 +190,16 @@ const char* check_symbols(Object* o) {
     Elf64_Sym& s = o->syms[k];
     read_at(f, st.sh_offset + k * sizeof(Elf64_Sym), &s);
     if (k == 0) {
-      if (s.st_name || s.st_info || s.st_other || s.st_shndx || s.st_value || s.st_size) return "bad null symbol";
+      if (s.st_name || s.st_info || s.st_other || s.st_shndx || s.st_value || s.st_size)
+        return "bad null symbol";
       continue;
     }
     const unsigned type = ELF64_ST_TYPE(s.st_info), bind = ELF64_ST_BIND(s.st_info);
     if (s.st_name >= o->strtab.size()) return "bad symbol name";
     if (s.st_other != STV_DEFAULT) return "unexpected symbol visibility";
     if ((bind == STB_LOCAL) != (k < st.sh_info)) return "symbol binding out of order";
-    if (bind != STB_LOCAL && bind != STB_GLOBAL && bind != STB_WEAK) return "unexpected symbol binding";
+    if (bind != STB_LOCAL && bind != STB_GLOBAL && bind != STB_WEAK)
+      return "unexpected symbol binding";
     if (type == STT_FILE) {
       if (s.st_shndx != SHN_ABS || bind != STB_LOCAL) return "bad file symbol";
       continue;
@@ -198,16 +209,19 @@ const char* check_symbols(Object* o) {
     }
     const std::string_view name = Object::string_at(o->strtab, s.st_name);
     if (s.st_shndx == SHN_UNDEF) {
-      if (bind == STB_LOCAL || type == STT_SECTION || s.st_value != 0 || s.st_size != 0 || name.empty()) {
+      if (bind == STB_LOCAL || type == STT_SECTION || s.st_value != 0 || s.st_size != 0 ||
+          name.empty()) {
         return "bad undefined symbol";
       }
     } else {
       if (s.st_shndx >= o->sh.size()) return "symbol in a missing section";
       const Elf64_Shdr& sec = o->sh[s.st_shndx];
-      if (s.st_value > sec.sh_size || s.st_size > sec.sh_size - s.st_value) return "symbol outside its section";
+      if (s.st_value > sec.sh_size || s.st_size > sec.sh_size - s.st_value)
+        return "symbol outside its section";
       if (type == STT_SECTION) {
         // One section symbol per section, at its start: a flipped index cannot alias another.
-        if (s.st_value != 0 || s.st_size != 0 || bind != STB_LOCAL || has_section_symbol[s.st_shndx]) {
+        if (s.st_value != 0 || s.st_size != 0 || bind != STB_LOCAL ||
+            has_section_symbol[s.st_shndx]) {
           return "bad section symbol";
         }
         has_section_symbol[s.st_shndx] = true;
@@ -218,7 +232,8 @@ const char* check_symbols(Object* o) {
       if ((type == STT_FUNC) != exec) return "function and section kinds disagree";
       // The code generator puts one function in its section: from its start to its end, so a
       // flipped value or size cannot move the entry point into the middle of the code.
-      if (type == STT_FUNC && (s.st_value != 0 || s.st_size != sec.sh_size)) return "bad function bounds";
+      if (type == STT_FUNC && (s.st_value != 0 || s.st_size != sec.sh_size))
+        return "bad function bounds";
     }
     if (!names.insert(name).second) return "two symbols of one name";
   }
@@ -256,12 +271,14 @@ Layout lay_out(const Object& o) {
 const char* apply_relocations(const Object& o, size_t r, const Layout& l, char* mem,
                               std::vector<bool>* referenced) {
   const Elf64_Shdr& rs = o.sh[r];
-  if (rs.sh_entsize != sizeof(Elf64_Rela) || rs.sh_size % sizeof(Elf64_Rela) != 0 || rs.sh_offset % 8 != 0) {
+  if (rs.sh_entsize != sizeof(Elf64_Rela) || rs.sh_size % sizeof(Elf64_Rela) != 0 ||
+      rs.sh_offset % 8 != 0) {
     return "bad relocation section";
   }
   if (rs.sh_link != o.symtab) return "relocations against another symbol table";
   const size_t target = rs.sh_info;
-  if (target == 0 || target >= o.sh.size() || o.name[r] != std::string(".rela") + std::string(o.name[target])) {
+  if (target == 0 || target >= o.sh.size() ||
+      o.name[r] != std::string(".rela") + std::string(o.name[target])) {
     return "relocation section and its target disagree";
   }
   if (is_unwind(o.name[target])) return nullptr;  // not loaded
@@ -277,15 +294,18 @@ const char* apply_relocations(const Object& o, size_t r, const Layout& l, char* 
     if (type != R_X86_64_64 && type != R_X86_64_PC32 && type != R_X86_64_PLT32) {
       return "unexpected relocation type";
     }
-    if (rel.r_offset < next_free || rel.r_offset > ts.sh_size || ts.sh_size - rel.r_offset < width) {
+    if (rel.r_offset < next_free || rel.r_offset > ts.sh_size ||
+        ts.sh_size - rel.r_offset < width) {
       return "relocation out of range or out of order";
     }
     next_free = rel.r_offset + width;
     const char* field = o.file.data() + ts.sh_offset + rel.r_offset;
-    if (std::any_of(field, field + width, [](char c) { return c != 0; })) return "relocation on a non-zero field";
+    if (std::any_of(field, field + width, [](char c) { return c != 0; }))
+      return "relocation on a non-zero field";
     // In code, an absolute address is the immediate of `movabs $imm64, %reg` (REX.W B8+r).
     if (code && type == R_X86_64_64 &&
-        (rel.r_offset < 2 || (field[-2] & 0xfa) != 0x48 || (static_cast<uint8_t>(field[-1]) & 0xf8) != 0xb8)) {
+        (rel.r_offset < 2 || (field[-2] & 0xfa) != 0x48 ||
+         (static_cast<uint8_t>(field[-1]) & 0xf8) != 0xb8)) {
       return "absolute relocation outside a movabs";
     }
     const uint64_t si = ELF64_R_SYM(rel.r_info);
@@ -309,9 +329,12 @@ const char* apply_relocations(const Object& o, size_t r, const Layout& l, char* 
       if (sec.sh_flags & SHF_EXECINSTR) return "relocation against code";
       // Where the reference lands, relative to its section (PC-relative fields are 4 bytes
       // before the end of their instruction, hence the -4 in their addends).
-      const int64_t at = static_cast<int64_t>(sym.st_value) + rel.r_addend + (type == R_X86_64_64 ? 0 : 4);
-      if (at < 0 || static_cast<uint64_t>(at) >= sec.sh_size) return "relocation points outside its section";
-      if ((sec.sh_flags & SHF_MERGE) && sec.sh_entsize && static_cast<uint64_t>(at) % sec.sh_entsize) {
+      const int64_t at =
+          static_cast<int64_t>(sym.st_value) + rel.r_addend + (type == R_X86_64_64 ? 0 : 4);
+      if (at < 0 || static_cast<uint64_t>(at) >= sec.sh_size)
+        return "relocation points outside its section";
+      if ((sec.sh_flags & SHF_MERGE) && sec.sh_entsize &&
+          static_cast<uint64_t>(at) % sec.sh_entsize) {
         return "relocation points between constants";
       }
       s = reinterpret_cast<uint64_t>(mem + l.off[sym.st_shndx]) + sym.st_value;
@@ -379,7 +402,8 @@ std::unique_ptr<LoadedObject> load_elf_object(const std::string& bytes, std::str
   // LLVM writes an undefined symbol only for a relocation: one nothing uses means a relocation's
   // symbol index was changed (a call to one math function turned into a call to another).
   for (size_t k = 1; k < o.syms.size(); ++k) {
-    if (o.syms[k].st_shndx == SHN_UNDEF && !referenced[k]) return fail("undefined symbol no relocation uses");
+    if (o.syms[k].st_shndx == SHN_UNDEF && !referenced[k])
+      return fail("undefined symbol no relocation uses");
   }
   if (mprotect(base, l.code_end, PROT_READ | PROT_EXEC) != 0 ||
       (l.size > l.code_end && mprotect(mem + l.code_end, l.size - l.code_end, PROT_READ) != 0)) {
@@ -387,7 +411,8 @@ std::unique_ptr<LoadedObject> load_elf_object(const std::string& bytes, std::str
   }
   for (size_t k = o.sh[o.symtab].sh_info; k < o.syms.size(); ++k) {
     const Elf64_Sym& s = o.syms[k];
-    if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF || !o.loaded[s.st_shndx]) continue;
+    if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF || !o.loaded[s.st_shndx])
+      continue;
     obj->functions_.emplace_back(std::string(Object::string_at(o.strtab, s.st_name)),
                                  mem + l.off[s.st_shndx] + s.st_value);
   }
