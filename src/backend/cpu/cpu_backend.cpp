@@ -2,6 +2,7 @@
 // (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "backend/cpu/kernel_cache.h"
@@ -49,18 +50,23 @@ class CpuProgram final : public Executable {
     // proved it safe; otherwise it is computed aside and copied at the end.
     std::vector<std::shared_ptr<Storage>> spills;
     std::vector<bool> copy = plan_.root_copy;
+    // One map from storage to parameter: a scan of the parameters per root is quadratic when
+    // thousands of tensors sync at once.
+    std::unordered_map<const void*, int> param_of;
+    for (size_t r = 0; r < outputs.size() && param_of.empty(); ++r) {
+      if (copy[r]) continue;
+      param_of.reserve(params.size());
+      for (size_t p = params.size(); p-- > 0;) param_of[params[p]->data()] = static_cast<int>(p);
+    }
     for (size_t r = 0; r < outputs.size(); ++r) {
       if (copy[r]) continue;
-      for (size_t p = 0; p < params.size(); ++p) {
-        if (params[p]->data() != outputs[r]->data()) continue;
-        const auto& ok = plan_.root_may_overwrite[r];
-        if (!std::binary_search(ok.begin(), ok.end(), static_cast<int>(p))) {
-          int v = plan_.root_value[r];
-          spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
-          ptr[v] = spills.back()->data();
-          copy[r] = true;
-        }
-        break;
+      auto it = param_of.find(outputs[r]->data());
+      if (it == param_of.end()) continue;
+      if (!root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
+        int v = plan_.root_value[r];
+        spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
+        ptr[v] = spills.back()->data();
+        copy[r] = true;
       }
     }
     std::vector<void*> ptrs;
