@@ -7,17 +7,32 @@
 #include <mutex>
 #include <algorithm>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/metrics.h"
 
 namespace lz {
 namespace {
 
+// Memory bound: at most kHistoryKeys keys are remembered in all, at most kHistoryPerSite of one
+// call site (so one line that keeps recompiling cannot push every other site out), and at most
+// kHistoryNodes nodes in all, about 80 bytes each (about 80 MB at worst; a single larger graph is
+// remembered alone). Call-site names seen are kept apart, up to kKnownSites, so a site whose keys
+// were dropped is not called new.
+constexpr size_t kHistoryKeys = 64;
 constexpr size_t kHistoryPerSite = 16;
+constexpr size_t kHistoryNodes = size_t{1} << 20;
+constexpr size_t kKnownSites = 4096;
+// An explanation names this many differences, then "and N more".
+constexpr size_t kNamedDifferences = 4;
 
 struct History {
-  std::mutex mu;  // guards sites
-  std::map<std::string, std::deque<GraphKeyInfo>> sites;
+  std::mutex mu;  // guards everything below
+  std::deque<GraphKeyInfo> keys;  // oldest first
+  size_t nodes = 0;               // sum of keys[i].ops.size()
+  std::unordered_set<std::string> sites;
+  std::deque<std::string> site_order;  // oldest first, for dropping names past kKnownSites
 };
 
 History& history() {
@@ -33,6 +48,27 @@ std::string tensor_name(const GraphKeyInfo::Tensor_& t) {
 
 std::string type_str(DType d, const Shape& s) { return std::string(dtype_name(d)) + shape_str(s); }
 
+std::string site_name(const std::string& site) { return site.empty() ? std::string("C++") : site; }
+
+// The first post-order position where the two graphs' wirings differ: before it they match node
+// for node up to shapes and attributes.
+size_t aligned_prefix(const GraphKeyInfo& a, const GraphKeyInfo& b) {
+  size_t n = std::min(a.wiring.size(), b.wiring.size()), i = 0;
+  while (i < n && a.wiring[i] == b.wiring[i]) ++i;
+  return i;
+}
+
+// How far apart two shapes are, in [0, 1]: a context grown by one token is closer than one grown
+// by sixteen.
+double shape_gap(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return 1;
+  double g = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    g += std::abs(std::log((static_cast<double>(a[i]) + 1) / (static_cast<double>(b[i]) + 1)));
+  }
+  return std::min(1.0, g);
+}
+
 // Smaller is closer: differences in environment, structure, inputs and outputs, weighted so that
 // the explanation names the smallest change.
 double distance(const GraphKeyInfo& a, const GraphKeyInfo& b) {
@@ -40,87 +76,159 @@ double distance(const GraphKeyInfo& a, const GraphKeyInfo& b) {
   if (a.env != b.env) d += 1000;
   d += 10.0 * std::abs(static_cast<double>(a.roots.size()) - static_cast<double>(b.roots.size()));
   d += 10.0 * std::abs(static_cast<double>(a.params.size()) - static_cast<double>(b.params.size()));
-  size_t n = std::min(a.ops.size(), b.ops.size());
-  d += std::abs(static_cast<double>(a.ops.size()) - static_cast<double>(b.ops.size()));
-  for (size_t i = 0; i < n; ++i) d += a.node_hashes[i] != b.node_hashes[i] ? 0.5 : 0;
+  const size_t p = aligned_prefix(a, b);
+  d += static_cast<double>(a.ops.size() - p) + static_cast<double>(b.ops.size() - p);
+  for (size_t i = 0; i < p; ++i) {
+    if (a.ops[i] != ir::OpKind::DeviceData && a.node_hashes[i] != b.node_hashes[i]) d += 0.5;
+  }
   for (size_t i = 0; i < std::min(a.params.size(), b.params.size()); ++i) {
-    d += a.params[i].shape != b.params[i].shape || a.params[i].dtype != b.params[i].dtype;
+    if (a.params[i].dtype != b.params[i].dtype) d += 1;
+    if (a.params[i].shape != b.params[i].shape) d += 1 + shape_gap(a.params[i].shape, b.params[i].shape);
   }
   return d;
 }
 
-Explanation compare(const GraphKeyInfo& now, const GraphKeyInfo& before) {
-  std::ostringstream o;
+// Every ingredient of the key that differs, the most telling first.
+std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo& before) {
+  std::vector<Explanation> out;
+  auto add = [&out](const char* cause, std::string text) { out.push_back({cause, std::move(text)}); };
   if (now.env != before.env) {
-    return {"environment", "the compile environment changed (backend, a code-generating setting, "
-                           "or a new build of the library)"};
+    add("environment", "the compile environment changed (backend, a code-generating setting, or a "
+                       "new build of the library)");
   }
   // Equal dag hashes with another parameter sequence: the same values, aliased differently.
   bool same_values = now.roots.size() == before.roots.size();
-  for (size_t i = 0; same_values && i < now.roots.size(); ++i) same_values = now.roots[i].hash == before.roots[i].hash;
+  for (size_t i = 0; same_values && i < now.roots.size(); ++i) {
+    same_values = now.roots[i].hash == before.roots[i].hash;
+  }
   if (same_values && now.param_sequence != before.param_sequence) {
-    return {"aliasing", "the same buffer is now passed where distinct ones were before (or the "
-                        "reverse), e.g. f(a, a) after f(a, b): inputs alias differently"};
+    add("aliasing", "the same buffer is now passed where distinct ones were before (or the reverse), "
+                    "e.g. f(a, a) after f(a, b): inputs alias differently");
   }
   if (now.params.size() == before.params.size()) {
     for (size_t i = 0; i < now.params.size(); ++i) {
       const auto& a = before.params[i];
       const auto& b = now.params[i];
-      if (a.dtype != b.dtype || a.shape != b.shape) {
-        o << "input " << i << ", " << tensor_name(b) << ", changed from " << type_str(a.dtype, a.shape)
-          << " to " << type_str(b.dtype, b.shape);
-        return {a.dtype != b.dtype ? "input-dtype" : "input-shape", o.str()};
-      }
+      if (a.dtype == b.dtype && a.shape == b.shape) continue;
+      add(a.dtype != b.dtype ? "input-dtype" : "input-shape",
+          "input " + std::to_string(i) + ", " + tensor_name(b) + ", changed from " +
+              type_str(a.dtype, a.shape) + " to " + type_str(b.dtype, b.shape));
     }
   }
   if (now.roots.size() != before.roots.size()) {
-    // Outputs whose value was not an output before are the newly alive tensors.
-    std::vector<std::string> extra;
-    for (const auto& r : now.roots) {
-      bool seen = false;
-      for (const auto& p : before.roots) seen = seen || p.hash == r.hash;
-      if (!seen) extra.push_back(tensor_name(r) + " " + type_str(r.dtype, r.shape));
-    }
+    std::ostringstream o;
     if (now.roots.size() > before.roots.size()) {
-      o << (now.roots.size() - before.roots.size()) << " more tensor(s) alive with pending work at the "
-        << "barrier than at the earlier compile here, so they became outputs";
+      // Outputs whose value was not an output before are the newly alive tensors.
+      std::unordered_set<Hash128, Hash128Hasher> old;
+      for (const auto& p : before.roots) old.insert(p.hash);
+      std::vector<std::string> extra;
+      for (const auto& r : now.roots) {
+        if (!old.count(r.hash)) extra.push_back(tensor_name(r) + " " + type_str(r.dtype, r.shape));
+      }
+      o << (now.roots.size() - before.roots.size()) << " more tensor(s) alive with pending work at "
+        << "the barrier than at the earlier compile, so they became outputs";
       if (!extra.empty()) {
         o << ": " << extra[0];
         if (extra.size() > 1) o << " and " << (extra.size() - 1) << " more";
       }
       o << "; drop references you do not need before sync(), or read them in a step closure";
-      return {"new-live-tensor", o.str()};
+      add("new-live-tensor", o.str());
+    } else {
+      o << (before.roots.size() - now.roots.size()) << " fewer tensor(s) alive at the barrier than "
+        << "at the earlier compile";
+      add("fewer-live-tensors", o.str());
     }
-    o << (before.roots.size() - now.roots.size()) << " fewer tensor(s) alive at the barrier than at "
-      << "the earlier compile here";
-    return {"fewer-live-tensors", o.str()};
   }
   if (now.donations != before.donations) {
-    o << "the set of donated buffers changed (" << before.donations.size() << " -> " << now.donations.size()
-      << "): a tensor that still holds an old buffer blocks its donation";
-    return {"donation", o.str()};
+    add("donation", "the set of donated buffers changed (" + std::to_string(before.donations.size()) +
+                        " -> " + std::to_string(now.donations.size()) +
+                        "): a tensor that still holds an old buffer blocks its donation");
   }
-  size_t n = std::min(now.ops.size(), before.ops.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (now.ops[i] != before.ops[i]) {
-      o << "the graph's structure changed: node " << i << " is " << ir::op_name(now.ops[i]) << " where it was "
-        << ir::op_name(before.ops[i]);
-      return {"structure", o.str()};
+  // Nodes matched up to shapes: their changed attributes and constants. Inputs (DeviceData) were
+  // named above.
+  const size_t p = aligned_prefix(now, before);
+  bool attribute_hinted = false;
+  for (size_t i = 0; i < p; ++i) {
+    if (now.ops[i] == ir::OpKind::DeviceData || now.node_hashes[i] == before.node_hashes[i]) continue;
+    std::ostringstream o;
+    if (now.ops[i] == ir::OpKind::Constant && now.constants[i] != before.constants[i]) {
+      o << "a baked constant changed from " << before.constants[i] << " to " << now.constants[i]
+        << " (only 0, 1 and lz.constant values are baked; other numbers are parameters)";
+      add("baked-constant", o.str());
+      continue;
     }
-    if (now.node_hashes[i] != before.node_hashes[i]) {
-      if (now.ops[i] == ir::OpKind::Constant) {
-        o << "a baked constant changed from " << before.constants[i] << " to " << now.constants[i]
-          << " (only 0, 1 and lz.constant values are baked; other numbers are parameters)";
-        return {"baked-constant", o.str()};
-      }
-      o << "an attribute of node " << i << " (" << ir::op_name(now.ops[i]) << ") changed";
-      if (now.types[i] != before.types[i]) o << ": it now gives " << now.types[i] << " where it gave " << before.types[i];
-      o << " (a target shape, dim, slice bound or dtype written in the code)";
-      return {"attribute", o.str()};
+    o << "an attribute of node " << i << " (" << ir::op_name(now.ops[i]) << ") changed";
+    if (now.types[i] != before.types[i]) {
+      o << ": it now gives " << now.types[i] << " where it gave " << before.types[i];
+    }
+    if (!attribute_hinted) o << " (a target shape, dim, slice bound or dtype written in the code)";
+    attribute_hinted = true;
+    add("attribute", o.str());
+  }
+  const size_t na = now.ops.size(), nb = before.ops.size();
+  if (p < na || p < nb) {
+    std::ostringstream o;
+    o << "the graph's structure changed (" << nb << " -> " << na << " nodes): from node " << p;
+    if (p < na && p < nb) {
+      o << " it has " << ir::op_name(now.ops[p]) << " " << now.types[p] << " where it had "
+        << ir::op_name(before.ops[p]) << " " << before.types[p];
+    } else if (p < na) {
+      o << " it has " << (na - p) << " more node(s), the first " << ir::op_name(now.ops[p]) << " "
+        << now.types[p];
+    } else {
+      o << " it lacks the earlier graph's last " << (nb - p) << " node(s)";
+    }
+    add("structure", o.str());
+  }
+  if (out.empty()) add("structure", "the graph's structure changed");
+  return out;
+}
+
+std::string join(const std::vector<Explanation>& diffs) {
+  std::string s;
+  for (size_t i = 0; i < diffs.size() && i < kNamedDifferences; ++i) {
+    if (i) s += "; ";
+    s += diffs[i].text;
+  }
+  if (diffs.size() > kNamedDifferences) {
+    s += "; and " + std::to_string(diffs.size() - kNamedDifferences) + " more difference(s)";
+  }
+  return s;
+}
+
+// Worth naming as the closest graph of another call site: same environment, and matching node for
+// node, past the leaves, over at least half of the larger graph.
+bool similar(const GraphKeyInfo& a, const GraphKeyInfo& b) {
+  const size_t p = aligned_prefix(a, b);
+  bool interior = false;
+  for (size_t i = 0; i < p && !interior; ++i) interior = a.ops[i] != ir::OpKind::DeviceData && a.ops[i] != ir::OpKind::Constant;
+  return a.env == b.env && interior && 2 * p >= std::max(a.ops.size(), b.ops.size());
+}
+
+void remember(History& h, GraphKeyInfo info) {
+  if (h.sites.insert(info.call_site).second) {
+    h.site_order.push_back(info.call_site);
+    if (h.site_order.size() > kKnownSites) {
+      h.sites.erase(h.site_order.front());
+      h.site_order.pop_front();
     }
   }
-  o << "the graph's structure changed: " << before.ops.size() << " -> " << now.ops.size() << " nodes";
-  return {"structure", o.str()};
+  size_t same_site = 0;
+  for (const auto& k : h.keys) same_site += k.call_site == info.call_site;
+  if (same_site >= kHistoryPerSite) {
+    for (auto it = h.keys.begin(); it != h.keys.end(); ++it) {
+      if (it->call_site != info.call_site) continue;
+      h.nodes -= it->ops.size();
+      h.keys.erase(it);
+      break;
+    }
+  }
+  h.nodes += info.ops.size();
+  h.keys.push_back(std::move(info));
+  while (h.keys.size() > 1 && (h.keys.size() > kHistoryKeys || h.nodes > kHistoryNodes)) {
+    h.nodes -= h.keys.front().ops.size();
+    h.keys.pop_front();
+  }
 }
 
 }  // namespace
@@ -143,7 +251,15 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
   k.param_sequence = po.param_sequence;
   k.donations = donations;
   std::sort(k.donations.begin(), k.donations.end());
+  std::unordered_map<const ir::Node*, uint32_t> position;
+  position.reserve(po.nodes.size());
   for (const ir::Node* n : po.nodes) {
+    Hasher w;
+    w.add(n->op);
+    for (const ir::Value& v : n->operands) w.add(position.at(v.node.get())).add(v.index);
+    if (n->op == ir::OpKind::DeviceData) w.add(po.param_slot.at(n));
+    k.wiring.push_back(w.digest().lo);
+    position.emplace(n, static_cast<uint32_t>(k.ops.size()));
     k.ops.push_back(n->op);
     k.node_hashes.push_back(n->node_hash);
     k.constants.push_back(n->op == ir::OpKind::Constant ? n->attrs.scalar
@@ -158,21 +274,39 @@ Explanation explain_and_remember(GraphKeyInfo info) {
   Explanation e;
   {
     std::lock_guard<std::mutex> l(h.mu);
-    auto& site = h.sites[info.call_site];
+    const bool known_site = h.sites.count(info.call_site) > 0;
+    bool site_has_keys = false;
+    for (const auto& k : h.keys) site_has_keys = site_has_keys || k.call_site == info.call_site;
+    // The same call site's keys when there are any, else every key; newest first, so that of two
+    // equally close keys the later one is named.
     const GraphKeyInfo* best = nullptr;
     double best_d = std::numeric_limits<double>::infinity();
-    for (const auto& k : site) {
-      double d = distance(info, k);
+    for (auto it = h.keys.rbegin(); it != h.keys.rend(); ++it) {
+      if (site_has_keys && it->call_site != info.call_site) continue;
+      double d = distance(info, *it);
       if (d < best_d) {
         best_d = d;
-        best = &k;
+        best = &*it;
       }
     }
-    e = best ? compare(info, *best)
-             : Explanation{"new-call-site", "first compile at this call site (" +
-                                                (info.call_site.empty() ? std::string("C++") : info.call_site) + ")"};
-    site.push_back(std::move(info));
-    if (site.size() > kHistoryPerSite) site.pop_front();
+    const std::string first = "first compile at this call site (" + site_name(info.call_site) + ")";
+    if (site_has_keys) {
+      std::vector<Explanation> diffs = differences(info, *best);
+      e = {diffs[0].cause, join(diffs)};
+    } else if (!known_site) {
+      e = {"new-call-site", first};
+      if (best && similar(info, *best)) {
+        e.text += "; the closest earlier graph, compiled at " + site_name(best->call_site) +
+                  ", differs in: " + join(differences(info, *best));
+      }
+    } else if (best) {  // compiled here before, but its keys were dropped from the history
+      std::vector<Explanation> diffs = differences(info, *best);
+      e = {diffs[0].cause, "the closest earlier graph, compiled at " + site_name(best->call_site) +
+                               ", differs in: " + join(diffs)};
+    } else {
+      e = {"new-call-site", first};
+    }
+    remember(h, std::move(info));
   }
   get_counter("RecompileReason::" + e.cause)->add(1);
   return e;
@@ -181,7 +315,16 @@ Explanation explain_and_remember(GraphKeyInfo info) {
 void clear_recompile_history() {
   History& h = history();
   std::lock_guard<std::mutex> l(h.mu);
+  h.keys.clear();
+  h.nodes = 0;
   h.sites.clear();
+  h.site_order.clear();
+}
+
+size_t recompile_history_size() {
+  History& h = history();
+  std::lock_guard<std::mutex> l(h.mu);
+  return h.keys.size();
 }
 
 }  // namespace lz

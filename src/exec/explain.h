@@ -1,9 +1,11 @@
 // Recompile explanations (DESIGN.md section 6). Every compile-cache miss records what its graph
-// key was made of, per call site; the next miss at the same call site is compared with the
-// closest earlier key there, and the difference is said in user terms: which input changed shape
-// or dtype, which tensors are newly alive at the barrier, a changed aliasing or donation set, a
-// changed environment, a changed baked constant or attribute, or a new call site. Each cause has
-// a counter, RecompileReason::<cause>.
+// key was made of and where it was compiled; the next miss is compared with the closest earlier
+// key from the same call site, or, at a new call site, from anywhere (naming where that one was
+// compiled). Every ingredient that differs is said in user terms (a few, then "and N more"):
+// which inputs changed shape or dtype, which tensors are newly alive at the barrier, a changed
+// aliasing or donation set, a changed environment, changed baked constants or attributes, where
+// the structure diverges. The first names the cause; each cause has a counter,
+// RecompileReason::<cause>.
 #pragma once
 #include <string>
 #include <utility>
@@ -32,7 +34,10 @@ struct GraphKeyInfo {
   std::vector<ir::OpKind> ops;       // post-order
   std::vector<Hash128> node_hashes;  // post-order (op + attributes, incl. baked constants)
   std::vector<double> constants;     // value of each node that is a Constant, else NaN
-  std::vector<std::string> types;    // post-order: "float32[4, 3]" 
+  std::vector<std::string> types;    // post-order: "float32[4, 3]"
+  // Post-order, per node: op, operand positions and parameter slot, never shapes or attributes;
+  // two graphs whose wirings are equal match node for node up to shapes and attributes.
+  std::vector<uint64_t> wiring;
 };
 
 GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& graph,
@@ -46,9 +51,11 @@ struct Explanation {
   std::string text;   // one or two lines for the user
 };
 
-// Compares with the closest earlier key from the same call site, remembers `info`, bumps the
-// cause's counter, and returns the explanation.
+// Compares with the closest earlier key from the same call site (from anywhere when the site is
+// new), remembers `info`, bumps the cause's counter, and returns the explanation.
 Explanation explain_and_remember(GraphKeyInfo info);
 void clear_recompile_history();
+// How many graph keys the history holds now (bounded: see explain.cpp).
+size_t recompile_history_size();
 
 }  // namespace lz

@@ -1766,6 +1766,25 @@ TEST_F(CpuCompilerDonation, SwappingTwoTensorsThroughACloneKeepsBothValues) {
   }
 }
 
+// Each root asks whether its donated parameter may be overwritten once, at run time: a table of
+// every root's candidate parameters (roots x parameters entries) made this sync take minutes.
+TEST_F(CpuCompilerDonation, FiftyThousandDonatedUpdatesInOneSyncAreEachWrittenInPlace) {
+  constexpr int kTensors = 50000;
+  std::vector<Tensor> ws;
+  ws.reserve(kTensors);
+  for (int i = 0; i < kTensors; ++i) ws.push_back(tensor<float>({1, 2}, {2}) + 0);  // owned buffers
+  Tensor g = tensor<float>({1, 2}, {2});
+  sync();
+  lz::wait();
+  const int64_t before = debug::counter_value("InputOutputAliasCount");
+  for (Tensor& w : ws) w -= g;  // one node each: no graph-too-large cut inside the loop
+  sync();
+  lz::wait();
+  EXPECT_EQ(debug::counter_value("InputOutputAliasCount") - before, kTensors);
+  EXPECT_EQ(ws.front().to_vector<float>(), (std::vector<float>{0, 0}));
+  EXPECT_EQ(ws.back().to_vector<float>(), (std::vector<float>{0, 0}));
+}
+
 TEST_F(CpuCompilerFusion, AChainPastTheKernelSizeLimitSplitsAndStillAgrees) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(40 * 24), {40, 24});

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "exec/compile_region.h"
+#include "exec/explain.h"
 #include "test_util.h"
 
 namespace lz {
@@ -81,6 +82,42 @@ TEST_F(Explain, ChangedEnvironmentIsNamed) {
   (a * 3.0f).to_vector<float>();
   set_active_backend(config().backend);
   EXPECT_EQ(counter("RecompileReason::environment"), 1);
+}
+
+TEST_F(Explain, EveryChangedInputIsNamed) {
+  (tensor<float>({1, 2}, {2}) + tensor<double>({1, 2, 3}, {3}).sum()).to_vector<float>();
+  (tensor<float>({1, 2, 3}, {3}) + tensor<double>({1, 2, 3, 4}, {4}).sum()).to_vector<float>();
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("float32[2] to float32[3]"), std::string::npos) << e;
+  EXPECT_NE(e.find("float64[3] to float64[4]"), std::string::npos) << e;
+}
+
+TEST_F(Explain, ChangedInputsPastTheFirstFewAreCountedAsMore) {
+  auto run = [](int64_t n) {
+    Tensor s = lz::zeros({1});
+    for (int i = 0; i < 6; ++i) s = s + lz::tensor<float>(std::vector<float>(n, 1.0f), {n}).sum();
+    s.to_vector<float>();
+  };
+  run(2);
+  run(3);
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("input 0,"), std::string::npos) << e;
+  EXPECT_NE(e.find("and 2 more difference(s)"), std::string::npos) << e;
+}
+
+TEST_F(Explain, AShapeGrowingEachStepIsComparedWithTheStepBefore) {
+  for (int64_t n = 1; n <= 30; ++n) {
+    (tensor<float>(std::vector<float>(n, 1.0f), {1, n}) * 3.0f).to_vector<float>();
+  }
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("float32[1, 29] to float32[1, 30]"), std::string::npos) << e;
+}
+
+TEST_F(Explain, TheHistoryRemembersABoundedNumberOfGraphKeys) {
+  for (int64_t n = 1; n <= 200; ++n) (lz::ones({n}) * 3.0f).to_vector<float>();
+  EXPECT_EQ(counter("UncachedCompile"), 200);
+  EXPECT_LE(recompile_history_size(), 64u);
+  EXPECT_GE(recompile_history_size(), 1u);
 }
 
 TEST_F(Explain, DebugLevelOnePrintsABlockPerCompileToTheDebugFile) {

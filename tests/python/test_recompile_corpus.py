@@ -238,3 +238,55 @@ def test_eager_20_op_loop_compiles_once_per_distinct_op_then_never():
     assert first <= len(ops)
     assert counter("EagerOpCompile") == first  # the repeat compiles nothing
     assert counter("EagerOpExecute") == 40
+
+
+def test_eval_after_training_is_explained_against_the_training_graph_and_its_line():
+    w = lz.tensor(W)
+    train_steps([batch(32), batch(32)], w)  # compiled at train_steps' sync line
+    train_line = [c for c in compiles()][-1]["frames"][0][1]
+    out = loss_of(batch(33), w).item()  # an evaluation read at a new line
+    c = last_compile()
+    assert c["cause"] == "new-call-site", c
+    assert "first compile at this call site" in c["explanation"], c
+    assert f"compiled at {__file__}:{train_line}" in c["explanation"], c
+    assert "float32[32, 4] to float32[33, 4]" in c["explanation"], c
+    del out
+
+
+def test_context_growing_one_token_per_step_is_explained_against_the_step_before():
+    emb = lz.tensor(np.linspace(0, 1, 80, dtype=np.float32).reshape(10, 8))
+    idx = lz.tensor(np.zeros((1, 1), np.int64))
+    explanations = {}
+    for _ in range(40):
+        h = emb.index_select(0, idx.reshape(-1))
+        nxt = (h @ emb.transpose(0, 1))[-1:].argmax(-1).reshape(1, 1)
+        idx = lz.cat([idx, nxt], 1)
+        lz.sync()
+        explanations[idx.shape[1]] = last_compile()["explanation"]
+    assert "int64[1, 2] to int64[1, 3]" in explanations[4], explanations[4]
+    assert "int64[1, 38] to int64[1, 39]" in explanations[40], explanations[40]
+
+
+def test_growing_cat_read_each_step_names_the_growing_shape():
+    emb = lz.tensor(np.linspace(0, 1, 80, dtype=np.float32).reshape(10, 8))
+    idx = lz.tensor(np.zeros((1, 1), np.int64))
+    for _ in range(6):
+        h = emb.index_select(0, idx.reshape(-1))
+        nxt = (h @ emb.transpose(0, 1))[-1:].argmax(-1).reshape(1, 1)
+        idx = lz.cat([idx, nxt], 1)
+        nxt.item()  # idx itself stays pending: its graph grows by one step each time
+    c = last_compile()
+    assert c["cause"] == "structure", c
+    assert "cat int64[1, 6]" in c["explanation"], c
+
+
+def test_every_changed_ingredient_is_named():
+    w = lz.tensor(W)
+    for n, lr in ((8, 0.1), (8, 0.1), (5, 0.05)):
+        x = batch(n)
+        out = (x @ w * lz.constant(lr, lz.float32)).sum()
+        lz.sync()
+        del out
+    c = last_compile()
+    assert "[8, 4] to float32[5, 4]" in c["explanation"], c
+    assert "baked constant changed from 0.1 to 0.05" in c["explanation"], c

@@ -2,6 +2,7 @@
 // (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
 #include <algorithm>
 #include <cstring>
+#include <unordered_map>
 
 #include "backend/backend.h"
 #include "backend/cpu/kernel_cache.h"
@@ -53,24 +54,26 @@ class CpuProgram final : public Executable {
     // copied at the end.
     std::vector<std::shared_ptr<Storage>> spills;
     std::vector<bool> copy = plan_.root_copy;
+    // One map from storage to parameter: a scan of the parameters per root is quadratic when
+    // thousands of tensors sync at once.
+    std::unordered_map<const void*, int> param_of;
+    param_of.reserve(params.size());
+    for (size_t p = params.size(); p-- > 0;) param_of[params[p]->data()] = static_cast<int>(p);
     std::vector<bool> donated(outputs.size(), false);
     std::vector<uint8_t> into_param(plan_.values.size(), 0);  // value written into a donated param
     for (size_t r = 0; r < outputs.size(); ++r) {
-      for (size_t p = 0; p < params.size(); ++p) {
-        if (params[p]->data() != outputs[r]->data()) continue;
-        donated[r] = true;
-        if (copy[r]) break;
-        const auto& ok = plan_.root_may_overwrite[r];
-        int v = plan_.root_value[r];
-        int def = plan_.values[v].def_step;
-        into_param[v] = 1;
-        if (def <= last_fallible_ || !std::binary_search(ok.begin(), ok.end(), static_cast<int>(p))) {
-          into_param[v] = 0;
-          spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
-          ptr[v] = spills.back()->data();
-          copy[r] = true;
-        }
-        break;
+      auto it = param_of.find(outputs[r]->data());
+      if (it == param_of.end()) continue;
+      donated[r] = true;
+      if (copy[r]) continue;
+      int v = plan_.root_value[r];
+      into_param[v] = 1;
+      if (plan_.values[v].def_step <= last_fallible_ ||
+          !root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
+        into_param[v] = 0;
+        spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
+        ptr[v] = spills.back()->data();
+        copy[r] = true;
       }
     }
     // A failed step fails everything computed from it; the rest still runs (backend.h).

@@ -570,7 +570,6 @@ class Planner {
     const int nroots = static_cast<int>(g_.roots.size());
     plan_.root_value.resize(nroots);
     plan_.root_copy.assign(nroots, true);
-    plan_.root_may_overwrite.assign(nroots, {});
     for (int r = 0; r < nroots; ++r) {
       const Node* n = g_.roots[r].node.get();
       const Node* base = buffer_base(n);
@@ -584,33 +583,14 @@ class Planner {
         pv.last_use = INT_MAX;
       }
     }
-    // A root written in place may take a donated parameter's storage when its step is the last
-    // reader of that parameter and reads it element for element (same offset and strides as the
-    // output), which only an elementwise kernel does.
-    for (int r = 0; r < nroots; ++r) {
-      if (plan_.root_copy[r]) continue;
-      const PlanValue& out = plan_.values[plan_.root_value[r]];
-      const int sid = out.def_step;
-      const PlanStep& s = plan_.steps[sid];
-      if (s.kind != PlanStep::Kernel || plan_.kernels[s.kernel].spec.scheme != Scheme::Elementwise) continue;
-      const KernelSpec& spec = plan_.kernels[s.kernel].spec;
-      const int rank = spec.rank;
-      const int nin = static_cast<int>(spec.inputs.size());
-      auto op_args = [&](int x) {
-        auto b = s.args.begin() + rank + x * (rank + 1);
-        return std::vector<int64_t>(b, b + rank + 1);
-      };
-      std::vector<int64_t> oargs = op_args(nin);
-      for (size_t vi = 0; vi < plan_.values.size(); ++vi) {
-        const PlanValue& pv = plan_.values[vi];
-        if (pv.home.kind != ValueHome::Param || pv.last_use > sid || pv.nbytes != out.nbytes) continue;
-        bool same = true;
-        for (int x = 0; x < nin && same; ++x) {
-          if (s.inputs[x] == static_cast<int>(vi)) same = op_args(x) == oargs;
-        }
-        if (same) plan_.root_may_overwrite[r].push_back(pv.home.index);
-      }
-      std::sort(plan_.root_may_overwrite[r].begin(), plan_.root_may_overwrite[r].end());
+    // Which value each parameter is, for root_may_overwrite(); -2 (never overwritten) for a buffer
+    // read through two nodes, which the check does not follow.
+    plan_.param_value.assign(g_.num_params, -1);
+    for (size_t vi = 0; vi < plan_.values.size(); ++vi) {
+      const ValueHome& h = plan_.values[vi].home;
+      if (h.kind != ValueHome::Param) continue;
+      int& slot = plan_.param_value[h.index];
+      slot = slot == -1 ? static_cast<int>(vi) : -2;
     }
   }
 
@@ -695,6 +675,33 @@ bool compiles_elementwise(const Node& n) {
 }
 
 Plan build_plan(const LoweringGraph& graph, bool explain) { return Planner(graph, explain).run(); }
+
+// A root written in place may take a donated parameter's storage when its step is the last reader
+// of that parameter and reads it element for element (same offset and strides as the output),
+// which only an elementwise kernel does.
+bool root_may_overwrite(const Plan& plan, int r, int p) {
+  if (plan.root_copy[r] || p < 0 || p >= static_cast<int>(plan.param_value.size())) return false;
+  const int vi = plan.param_value[p];
+  if (vi < 0) return false;  // no step reads it (no value), or read through two nodes
+  const PlanValue& out = plan.values[plan.root_value[r]];
+  const PlanValue& pv = plan.values[vi];
+  const int sid = out.def_step;
+  const PlanStep& s = plan.steps[sid];
+  if (s.kind != PlanStep::Kernel || plan.kernels[s.kernel].spec.scheme != Scheme::Elementwise) return false;
+  if (pv.last_use > sid || pv.nbytes != out.nbytes) return false;
+  const KernelSpec& spec = plan.kernels[s.kernel].spec;
+  const int rank = spec.rank;
+  const int nin = static_cast<int>(spec.inputs.size());
+  auto op_args = [&](int x) {
+    auto b = s.args.begin() + rank + x * (rank + 1);
+    return std::vector<int64_t>(b, b + rank + 1);
+  };
+  const std::vector<int64_t> oargs = op_args(nin);
+  for (int x = 0; x < nin; ++x) {
+    if (s.inputs[x] == vi && op_args(x) != oargs) return false;
+  }
+  return true;
+}
 
 Hash128 KernelSpec::structure() const {
   Hasher h;

@@ -56,13 +56,16 @@ struct Plan {
   std::vector<PlanStep> steps;
   std::vector<int> root_value;      // per root: the value it reads
   std::vector<bool> root_copy;      // per root: copied from its value at the end (not written in place)
-  // Per root computed in place (root_copy false): the parameters whose storage it may be written
-  // into when the caller donated it (every read of the parameter is at or before that step, by the
-  // same element). Sorted.
-  std::vector<std::vector<int>> root_may_overwrite;
+  std::vector<int> param_value;     // per parameter: its value, or -1 when no step reads it
   int64_t arena_bytes = 0;
   std::vector<std::string> notes;   // fusion decisions, when asked for
 };
+
+// Whether root `r`, computed in place (root_copy false), may be written into the storage of
+// parameter `p` when the caller donated it: every read of the parameter is at or before the root's
+// step, by the same element. Asked per donated pair at run time (a table of every root's candidates
+// would hold roots x parameters entries: quadratic when thousands of tensors sync at once).
+bool root_may_overwrite(const Plan& plan, int r, int p);
 
 // Builds the plan. `explain`: record each fusion decision in notes.
 Plan build_plan(const LoweringGraph& graph, bool explain);
