@@ -1,6 +1,9 @@
 #include "backend/backend.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "core/config.h"
@@ -63,17 +66,52 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 }
 }  // namespace
 
-void run_root_copies(const std::vector<RootCopy>& copies) {
-  auto overlap = [](const void* a, size_t na, const void* b, size_t nb) {
-    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + nb && pb < pa + na;
+namespace {
+// Whether some copy's destination overlaps another copy's source: sources sorted by address with
+// the two largest ends (of different copies) so far, so the check is O(n log n), not a pair scan
+// (a sync of many repeated roots has many copies).
+bool some_destination_overlaps_another_source(const std::vector<RootCopy>& copies) {
+  struct Src {
+    uintptr_t begin, end;
+    size_t copy;
   };
-  bool staged = false;
-  for (size_t i = 0; i < copies.size() && !staged; ++i) {
-    for (size_t j = 0; j < copies.size() && !staged; ++j) {
-      staged = i != j && overlap(copies[i].dst, copies[i].nbytes, copies[j].src, copies[j].nbytes);
+  std::vector<Src> src;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].nbytes == 0) continue;
+    auto b = reinterpret_cast<uintptr_t>(copies[i].src);
+    src.push_back({b, b + copies[i].nbytes, i});
+  }
+  std::sort(src.begin(), src.end(), [](const Src& a, const Src& b) { return a.begin < b.begin; });
+  // best[k]: the largest end among src[0..k] and its copy; second[k]: the largest of another copy.
+  std::vector<std::pair<uintptr_t, size_t>> best(src.size()), second(src.size(), {0, SIZE_MAX});
+  for (size_t k = 0; k < src.size(); ++k) {
+    std::pair<uintptr_t, size_t> cur{src[k].end, src[k].copy};
+    best[k] = k ? best[k - 1] : cur;
+    second[k] = k ? second[k - 1] : std::pair<uintptr_t, size_t>{0, SIZE_MAX};
+    if (k && cur.first > best[k].first) {
+      second[k] = best[k];
+      best[k] = cur;
+    } else if (k && cur.first > second[k].first) {
+      second[k] = cur;
     }
   }
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].nbytes == 0 || copies[i].dst == copies[i].src) continue;
+    auto d = reinterpret_cast<uintptr_t>(copies[i].dst);
+    const uintptr_t d_end = d + copies[i].nbytes;
+    // Sources starting before the destination ends; one of them overlaps if its end is past d.
+    auto k = std::lower_bound(src.begin(), src.end(), d_end,
+                              [](const Src& s, uintptr_t v) { return s.begin < v; }) - src.begin();
+    if (k == 0) continue;
+    const auto& top = best[k - 1].second == i ? second[k - 1] : best[k - 1];
+    if (top.second != SIZE_MAX && top.first > d) return true;
+  }
+  return false;
+}
+}  // namespace
+
+void run_root_copies(const std::vector<RootCopy>& copies) {
+  const bool staged = some_destination_overlaps_another_source(copies);
   if (!staged) {
     for (const RootCopy& c : copies) {
       if (c.nbytes && c.dst != c.src) std::memmove(c.dst, c.src, c.nbytes);
@@ -97,6 +135,15 @@ Backend& active_backend() {
 void set_active_backend(const std::string& name) {
   std::lock_guard<std::mutex> l(g_backend_mu);
   g_backend = make_backend(name);
+}
+
+Backend& backend_named(const std::string& name) {
+  static std::mutex mu;  // guards named
+  static auto* named = new std::map<std::string, std::unique_ptr<Backend>>();  // never destroyed
+  std::lock_guard<std::mutex> l(mu);
+  auto it = named->find(name);
+  if (it == named->end()) it = named->emplace(name, make_backend(name)).first;
+  return *it->second;
 }
 
 }  // namespace lz

@@ -61,6 +61,10 @@ class Backend {
   // Everything that changes generated code: enters every graph hash first.
   virtual Hash128 compile_env() const = 0;
   virtual std::shared_ptr<Executable> compile(const LoweringGraph& graph) = 0;
+  // What compile() would make of `graph`, in words, for dumps (debug::dump_kernels): builds
+  // nothing into a cache and runs nothing. `detail` adds the lowest-level form the backend has
+  // (the cpu backend: each kernel's LLVM IR).
+  virtual std::string describe(const LoweringGraph& graph, bool detail) = 0;
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
 
   // The first ingredient of every graph hash: name, compile_env() and the library's version and
@@ -91,5 +95,8 @@ const std::string& library_identity();
 Backend& active_backend();
 // Tests switch backends; only call while nothing is in flight.
 void set_active_backend(const std::string& name);
+// A backend by name ("cpu", "interp"), made on first use and kept, whichever is active: for
+// dumps that name the backend they describe. Raises ValueError for an unknown name.
+Backend& backend_named(const std::string& name);
 
 }  // namespace lz

@@ -1,7 +1,5 @@
 // The public runtime (<lazuli/runtime.h>) and debug (<lazuli/debug.h>) entry points.
 #include "backend/backend.h"
-#include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/graph_executor.h"
@@ -79,14 +77,8 @@ std::string dump_graph(const std::vector<Tensor>& tensors, const std::string& fm
 std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir) {
   Roots roots = collect(impls(tensors, "dump_kernels"), /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  cpu::Plan plan = cpu::build_plan(lowering_graph(roots, po), /*explain=*/true);
-  std::string out = cpu::describe_plan(plan);
-  if (llvm_ir) {
-    for (const cpu::PlanKernel& k : plan.kernels) {
-      out += "; LLVM IR of " + k.name + " (before optimization)\n" + cpu::kernel_llvm_ir(k);
-    }
-  }
-  return out;
+  // The cpu backend's plan whichever backend runs programs (docs/debugging.md).
+  return backend_named("cpu").describe(lowering_graph(roots, po), llvm_ir);
 }
 
 int64_t live_tensor_count() { return internal::default_device().registry.size(); }

@@ -180,6 +180,17 @@ class CpuBackend : public Backend {
     auto kernels = obtain_kernels(plan.kernels);
     return std::make_shared<CpuProgram>(std::move(plan), std::move(kernels));
   }
+
+  std::string describe(const LoweringGraph& g, bool llvm_ir) override {
+    Plan plan = build_plan(g, /*explain=*/true);
+    std::string out = describe_plan(plan);
+    if (llvm_ir) {
+      for (const PlanKernel& k : plan.kernels) {
+        out += "; LLVM IR of " + k.name + " (before optimization)\n" + kernel_llvm_ir(k);
+      }
+    }
+    return out;
+  }
 };
 
 }  // namespace

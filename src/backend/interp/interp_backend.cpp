@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/interp/kernels.h"
+#include "ir/dump.h"
 #include "lazuli/error.h"
 
 namespace lz::interp {
@@ -115,6 +116,10 @@ class InterpBackend : public Backend {
     Hasher h;
     h.add_str("interp-reference-v1");
     return h.digest();
+  }
+
+  std::string describe(const LoweringGraph& g, bool /*detail*/) override {
+    return "interp backend: one reference kernel per node, in post-order\n" + ir::dump_text(g.roots);
   }
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
