@@ -126,5 +126,31 @@ TEST_F(TorchAgreementGrads, PiecewiseConstantOpsGiveAZerosGradient) {
   expect_near(grad_of(through, {0.2, 0.7}), {0, 0});
 }
 
+using TorchAgreementValues = testing::RuntimeTest;
+
+TEST_F(TorchAgreementValues, IntegerToANegativeIntegerNumberThrowsAtTheLine) {
+  Tensor i = tensor<int64_t>({1, 2}, {2});
+  try {
+    pow(i, -1);
+    FAIL() << "expected an error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("Integers to negative integer powers are not allowed"),
+              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("pow(int64[2], -1)"), std::string::npos);
+  }
+  EXPECT_EQ(pow(i, 2).to_vector<int64_t>(), (std::vector<int64_t>{1, 4}));  // still works
+  EXPECT_EQ(pow(i, -1.0).to_vector<float>(), (std::vector<float>{1, 0.5}));  // a float exponent
+}
+
+TEST_F(TorchAgreementValues, IntegerToNegativeTensorPowersAreTorchs) {
+  Tensor a = tensor<int64_t>({0, 1, -1, 2, -2, 3}, {6});
+  // torch: a ** torch.tensor([-1] * 6) and ** torch.tensor([-2] * 6); and 2 ** tensor([-1, 2])
+  EXPECT_EQ(pow(a, full({6}, -1, kInt64)).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, -1, 0, 0, 0}));
+  EXPECT_EQ(pow(a, full({6}, -2, kInt64)).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(pow(2, tensor<int64_t>({-1, 2}, {2})).to_vector<int64_t>(), (std::vector<int64_t>{0, 4}));
+}
+
 }  // namespace
 }  // namespace lz
