@@ -152,5 +152,20 @@ TEST_F(TorchAgreementValues, IntegerToNegativeTensorPowersAreTorchs) {
   EXPECT_EQ(pow(2, tensor<int64_t>({-1, 2}, {2})).to_vector<int64_t>(), (std::vector<int64_t>{0, 4}));
 }
 
+TEST_F(TorchAgreementValues, CrossEntropyIgnoresTargetsOfMinus100ByDefault) {
+  Tensor x = tensor<double>({0.126, -0.132, 0.64, 0.105, -0.536, 0.362, 1.304, 0.947, -0.704,
+                             -1.265, -0.623, 0.041}, {4, 3});
+  set_requires_grad(x);
+  // torch: F.cross_entropy(x, torch.tensor([2, -100, 0, 1])) and its gradient's ignored row
+  Tensor loss = nn::cross_entropy(x, tensor<int64_t>({2, -100, 0, 1}, {4}));
+  EXPECT_NEAR(loss.item<double>(), 0.8577055021116573, 1e-12);
+  backward(loss);
+  std::vector<double> g = grad(x).to_vector<double>();
+  EXPECT_NEAR(g[0], 0.09677092085733653, 1e-12);
+  EXPECT_EQ(std::vector<double>(g.begin() + 3, g.begin() + 6), (std::vector<double>{0, 0, 0}));
+  // Another ignore_index makes -100 an error again (at the line: the target is on the host).
+  EXPECT_THROW(nn::cross_entropy(x, tensor<int64_t>({2, -100, 0, 1}, {4}), 7), IndexError);
+}
+
 }  // namespace
 }  // namespace lz
