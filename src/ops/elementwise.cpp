@@ -169,8 +169,9 @@ Tensor pow(const Operand& a, const Operand& b) {
   // PyTorch refuses an integer tensor to a negative integer number (tensor exponents are fine).
   if (a.is_tensor() && a.tensor().defined() && !is_floating(a.tensor().dtype()) && !b.is_tensor() &&
       b.scalar().kind() != Scalar::Kind::Float && b.scalar().to_int() < 0) {
-    throw ValueError(describe("pow", {a, b}) + ": Integers to negative integer powers are not "
-                     "allowed; use a float base (x.float() ** " + std::to_string(b.scalar().to_int()) +
+    throw ValueError(describe("pow", {a, b}) +
+                     ": Integers to negative integer powers are not allowed; use a float base "
+                     "(x.float() ** " + std::to_string(b.scalar().to_int()) +
                      ") or a tensor exponent");
   }
   return binary("pow", OpKind::Pow, a, b, Mode::Arith);

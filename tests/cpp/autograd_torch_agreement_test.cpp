@@ -116,8 +116,8 @@ TEST_F(TorchAgreementGrads, AmaxAminAndFullMaxSplitTiesEvenly) {
 }
 
 TEST_F(TorchAgreementGrads, PiecewiseConstantOpsGiveAZerosGradient) {
-  const std::pair<const char*, Fn> ops[] = {{"floor", lz::floor}, {"ceil", lz::ceil},
-                                            {"round", lz::round}, {"sign", lz::sign}};
+  const std::pair<const char*, Fn> ops[] = {
+      {"floor", lz::floor}, {"ceil", lz::ceil}, {"round", lz::round}, {"sign", lz::sign}};
   for (auto [name, f] : ops) {
     SCOPED_TRACE(name);
     expect_near(grad_of(f, {1.5, -0.5}), {0, 0});  // defined (not none), and zero
@@ -138,7 +138,7 @@ TEST_F(TorchAgreementValues, IntegerToANegativeIntegerNumberThrowsAtTheLine) {
               std::string::npos);
     EXPECT_NE(std::string(e.what()).find("pow(int64[2], -1)"), std::string::npos);
   }
-  EXPECT_EQ(pow(i, 2).to_vector<int64_t>(), (std::vector<int64_t>{1, 4}));  // still works
+  EXPECT_EQ(pow(i, 2).to_vector<int64_t>(), (std::vector<int64_t>{1, 4}));   // still works
   EXPECT_EQ(pow(i, -1.0).to_vector<float>(), (std::vector<float>{1, 0.5}));  // a float exponent
 }
 
@@ -149,12 +149,14 @@ TEST_F(TorchAgreementValues, IntegerToNegativeTensorPowersAreTorchs) {
             (std::vector<int64_t>{0, 1, -1, 0, 0, 0}));
   EXPECT_EQ(pow(a, full({6}, -2, kInt64)).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 1, 1, 0, 0, 0}));
-  EXPECT_EQ(pow(2, tensor<int64_t>({-1, 2}, {2})).to_vector<int64_t>(), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(pow(2, tensor<int64_t>({-1, 2}, {2})).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 4}));
 }
 
 TEST_F(TorchAgreementValues, CrossEntropyIgnoresTargetsOfMinus100ByDefault) {
-  Tensor x = tensor<double>({0.126, -0.132, 0.64, 0.105, -0.536, 0.362, 1.304, 0.947, -0.704,
-                             -1.265, -0.623, 0.041}, {4, 3});
+  Tensor x = tensor<double>(
+      {0.126, -0.132, 0.64, 0.105, -0.536, 0.362, 1.304, 0.947, -0.704, -1.265, -0.623, 0.041},
+      {4, 3});
   set_requires_grad(x);
   // torch: F.cross_entropy(x, torch.tensor([2, -100, 0, 1])) and its gradient's ignored row
   Tensor loss = nn::cross_entropy(x, tensor<int64_t>({2, -100, 0, 1}, {4}));
