@@ -13,8 +13,9 @@ namespace lz::nn {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
-// Mean cross entropy of logits [N, C] against class indices [N] (int64).
-Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+// Mean cross entropy of logits [N, C] against class indices [N] (int64); targets equal to
+// ignore_index (PyTorch's default -100) add nothing and the mean is over the others.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 // Linear layer with PyTorch's default initialization, U(-1/sqrt(in), 1/sqrt(in)), drawn from the

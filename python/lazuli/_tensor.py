@@ -17,20 +17,60 @@ _NP_TO_LZ = {
 _LZ_TO_NP = {v: k for k, v in _NP_TO_LZ.items()}
 
 
-def _contains_float(data):
-    if isinstance(data, builtins.bool):
-        return False
-    if isinstance(data, numbers.Real) and not isinstance(data, numbers.Integral):
-        return True
-    if isinstance(data, (list, tuple)):
-        return builtins.any(_contains_float(x) for x in data)
-    return False
+# PyTorch's dtype order for promotion across the elements of nested data (a total order for the
+# dtypes Lazuli has: bool < int32 < int64 < float32 < float64).
+_RANK = [_C.dtype.bool, _C.dtype.int32, _C.dtype.int64, _C.dtype.float32, _C.dtype.float64]
+
+
+def _element_dtype(t, x):
+    """The dtype PyTorch gives one element of type t (x itself for arrays and tensors), or None
+    when Lazuli has no such dtype (numpy then decides, as before)."""
+    if t is builtins.bool:
+        return _C.dtype.bool
+    if t is builtins.int:
+        return _C.dtype.int64
+    if t is builtins.float:
+        return _C.dtype.float32  # the default float dtype
+    if issubclass(t, (np.generic, np.ndarray)):
+        return _NP_TO_LZ.get(x.dtype)
+    if issubclass(t, _C.Tensor):
+        return x.dtype
+    if issubclass(t, numbers.Integral):
+        return _C.dtype.int64
+    if issubclass(t, numbers.Real):
+        return _C.dtype.float32
+    return None
+
+
+def _inferred_dtype(data):
+    """torch.tensor's dtype for nested lists: each element's own dtype (a numpy scalar keeps its
+    dtype, a Python float is float32), promoted across elements; None if any is unknown."""
+    best = -1
+    stack = [data]
+    while stack:
+        seq = stack.pop()
+        types = set(map(type, seq))  # one pass in C: nested lists hold few distinct types
+        for t in types:
+            if t is list or t is tuple:
+                stack.extend(x for x in seq if type(x) is t)
+                continue
+            # Arrays and tensors each have their own dtype; for a scalar its type decides.
+            if t is np.ndarray or t is _C.Tensor:
+                samples = [x for x in seq if type(x) is t]
+            else:
+                samples = [next(x for x in seq if type(x) is t)]
+            for x in samples:
+                dt = _element_dtype(t, x)
+                if dt is None:
+                    return None
+                best = builtins.max(best, _RANK.index(dt))
+    return _RANK[best] if best >= 0 else _C.dtype.float32  # tensor([]) is float32
 
 
 def tensor(data, dtype=None):
     """A new tensor holding a copy of ``data`` (nested lists, a Python number, a numpy array or a
-    tensor). Python floats become float32 and ints int64, as in PyTorch; a numpy array keeps its
-    dtype."""
+    tensor). Python floats become float32 and ints int64, as in PyTorch; a numpy array or numpy
+    scalar keeps its dtype, also inside a list (promoted across the elements, as torch.tensor)."""
     if isinstance(data, _C.Tensor):
         t = data.clone()
         return t if dtype is None else t.to(dtype)
@@ -44,10 +84,11 @@ def tensor(data, dtype=None):
         if arr.dtype == object or arr.dtype.kind in "USV":
             raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__} holding "
                             f"non-numeric values")
-        if arr.dtype.kind == "f" and _contains_float(data):
+        inferred = _inferred_dtype(data) if isinstance(data, (list, tuple)) else None
+        if inferred is not None and dtype is None:
+            arr = arr.astype(_LZ_TO_NP[inferred], copy=False)
+        elif arr.dtype.kind == "f" and isinstance(data, builtins.float):
             arr = arr.astype(np.float32)
-        elif arr.dtype.kind == "f" and arr.size == 0:
-            arr = arr.astype(np.float32)  # tensor([]) is float32, as in PyTorch
     if dtype is not None:
         if not isinstance(dtype, _C.dtype):
             raise TypeError(f"tensor: dtype must be a lazuli dtype, got {dtype!r}")

@@ -207,16 +207,31 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
     m.def(is_max ? "argmax" : "argmin", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(is_max ? "argmax" : "argmin", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
+  // var/std in PyTorch's overloads: (input, dim=None, unbiased=None, keepdim=False, *, correction)
+  // and (input, unbiased), where a bool in dim's place is `unbiased`, never dim 0 or 1.
   for (bool is_std : {false, true}) {
-    auto fn = [is_std](const Tensor& x, py::object dim, py::object unbiased, int64_t correction, bool keepdim) {
-      if (!unbiased.is_none()) correction = bool_arg(unbiased, "unbiased") ? 1 : 0;
-      return is_std ? lz::std(x, dims_arg(dim), correction, keepdim) : lz::var(x, dims_arg(dim), correction, keepdim);
-    };
     const char* name = is_std ? "std" : "var";
+    auto fn = [is_std, name](const Tensor& x, py::object dim, py::object unbiased, py::object keepdim,
+                             py::object correction) {
+      if (PyBool_Check(dim.ptr())) {
+        if (!unbiased.is_none()) {
+          throw py::type_error(std::string(name) + "(): a bool in the place of 'dim' is 'unbiased' "
+                               "(PyTorch's " + name + "(input, unbiased)); 'unbiased' was given too");
+        }
+        std::swap(dim, unbiased);
+      }
+      if (!unbiased.is_none() && !correction.is_none()) {
+        throw py::type_error(std::string(name) + "(): give 'unbiased' or 'correction', not both");
+      }
+      int64_t c = correction.is_none() ? 1 : int_arg(correction, "correction");
+      if (!unbiased.is_none()) c = bool_arg(unbiased, "unbiased") ? 1 : 0;
+      bool kd = bool_arg(keepdim, "keepdim");
+      return is_std ? lz::std(x, dims_arg(dim), c, kd) : lz::var(x, dims_arg(dim), c, kd);
+    };
     m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("unbiased") = py::none(),
-          py::kw_only(), py::arg("correction") = 1, py::arg("keepdim") = false);
-    cls.def(name, fn, py::arg("dim") = py::none(), py::arg("unbiased") = py::none(), py::kw_only(),
-            py::arg("correction") = 1, py::arg("keepdim") = false);
+          py::arg("keepdim") = false, py::kw_only(), py::arg("correction") = py::none());
+    cls.def(name, fn, py::arg("dim") = py::none(), py::arg("unbiased") = py::none(),
+            py::arg("keepdim") = false, py::kw_only(), py::arg("correction") = py::none());
   }
 
   // matrix
@@ -274,9 +289,11 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   m.def("_enter_user_op", [](const std::string& name) { return lz::ir::enter_user_op(name); });
   m.def("_exit_user_op", [](bool outer) { lz::ir::exit_user_op(outer); });
   // A host index's values checked at the line (negative values count from the end).
-  m.def("_check_index_bounds", [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative) {
-    lz::frontend::check_index_values(index, size, allow_negative, op.c_str());
-  }, py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true);
+  m.def("_check_index_bounds", [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative,
+                                  std::optional<int64_t> ignore_index) {
+    lz::frontend::check_index_values(index, size, allow_negative, op.c_str(), ignore_index);
+  }, py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true,
+     py::arg("ignore_index") = py::none());
 
   // creation
   m.def("from_numpy", &from_numpy, py::arg("array"));

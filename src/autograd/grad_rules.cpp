@@ -105,8 +105,15 @@ Grads erf_rule(const Node& n, const Value&, const Value& g) {
   return {mul(g, mul(k(2 / std::sqrt(std::numbers::pi), dt), nd(OpKind::Exp, {neg(mul(x, x))})))};
 }
 Grads reciprocal_rule(const Node&, const Value& out, const Value& g) { return {neg(mul(g, mul(out, out)))}; }
-// Piecewise constant: the gradient is zero (as PyTorch), so nothing flows.
-Grads zero_rule(const Node& n, const Value&, const Value&) { return Grads(n.operands.size()); }
+// Piecewise constant: the gradient is zero. PyTorch still sends that zero on, so a leaf used only
+// through floor/round/sign gets a zeros .grad, not none.
+Grads zero_rule(const Node& n, const Value&, const Value& g) {
+  Grads out;
+  for (const Value& v : n.operands) {
+    out.push_back(is_floating(v.dtype()) ? zeros_v(v.shape(), g.dtype()) : Value{});
+  }
+  return out;
+}
 Grads cast_rule(const Node& n, const Value&, const Value& g) {
   if (!is_floating(x0(n).dtype())) return {Value{}};
   return {frontend::cast(g, x0(n).dtype())};
@@ -162,9 +169,22 @@ Grads where_rule(const Node& n, const Value&, const Value& g) {
 Grads reduce_sum_rule(const Node& n, const Value&, const Value& g) {
   return {unreduce(g, n, x0(n).shape())};
 }
-Grads reduce_prod_rule(const Node& n, const Value& out, const Value& g) {  // out / x (x != 0)
-  const Shape& in = x0(n).shape();
-  return {div(mul(unreduce(g, n, in), unreduce(out, n, in)), x0(n))};
+// out / x where x != 0. At a zero, out / x is nan; PyTorch gives the product of the others there
+// when it is its reduction's only zero, and 0 when there are more.
+Grads reduce_prod_rule(const Node& n, const Value& out, const Value& g) {
+  DType dt = g.dtype();
+  const Value& x = x0(n);
+  const Shape& in = x.shape();
+  Value zero = k(0, dt), one = k(1, dt);
+  Value is_zero = nd(OpKind::Eq, {x, zero});
+  Value nonzero = where(is_zero, one, x);
+  Attrs kept = n.attrs;
+  kept.flag = true;
+  Value others = nd(OpKind::ReduceProd, {nonzero}, kept);  // product of the nonzero elements
+  Value one_zero = nd(OpKind::Eq, {sum_dims(as_float(is_zero, dt), n.attrs.ints, true), one});
+  Value at_zero = frontend::broadcast_to(where(one_zero, others, zero), in);
+  Value elsewhere = div(unreduce(out, n, in), nonzero);
+  return {mul(unreduce(g, n, in), where(is_zero, at_zero, elsewhere))};
 }
 // Max/min: the gradient is shared evenly by the elements equal to the extremum (as amax).
 Grads reduce_extremum_rule(const Node& n, const Value& out, const Value& g) {

@@ -1,4 +1,5 @@
 // Elementwise ops: type promotion, broadcasting checks, and the unary/binary/ternary primitives.
+#include <limits>
 #include <optional>
 
 #include "ops/frontend.h"
@@ -164,7 +165,17 @@ Tensor floor_divide(const Operand& a, const Operand& b) {
 Tensor remainder(const Operand& a, const Operand& b) {
   return binary("remainder", OpKind::Remainder, a, b, Mode::Arith);
 }
-Tensor pow(const Operand& a, const Operand& b) { return binary("pow", OpKind::Pow, a, b, Mode::Arith); }
+Tensor pow(const Operand& a, const Operand& b) {
+  // PyTorch refuses an integer tensor to a negative integer number (tensor exponents are fine).
+  if (a.is_tensor() && a.tensor().defined() && !is_floating(a.tensor().dtype()) && !b.is_tensor() &&
+      b.scalar().kind() != Scalar::Kind::Float && b.scalar().to_int() < 0) {
+    throw ValueError(describe("pow", {a, b}) +
+                     ": Integers to negative integer powers are not allowed; use a float base "
+                     "(x.float() ** " + std::to_string(b.scalar().to_int()) +
+                     ") or a tensor exponent");
+  }
+  return binary("pow", OpKind::Pow, a, b, Mode::Arith);
+}
 Tensor maximum(const Operand& a, const Operand& b) {
   return binary("maximum", OpKind::Maximum, a, b, Mode::Arith);
 }
@@ -217,8 +228,19 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (x.dtype() == DType::Bool) throw TypeError(describe("clamp", ops) + ": bool is not supported");
   DType dt = result_type(ops);
   ir::Value v = frontend::cast(frontend::value_of(x, "clamp"), dt);
-  if (min) v = node(OpKind::Maximum, {v, frontend::scalar_value(*min, dt)});
-  if (max) v = node(OpKind::Minimum, {v, frontend::scalar_value(*max, dt)});
+  // Selects, not maximum/minimum (which split a tie): as PyTorch, x at a bound keeps gradient 1,
+  // and a nan (in x or the bound) comes out nan with gradient 0.
+  auto bound = [&](ir::Value v, const Scalar& b, OpKind outside, OpKind inside) {
+    ir::Value bv = frontend::scalar_value(b, dt);
+    ir::Value in = v;
+    if (is_floating(dt)) {
+      ir::Value nan{ir::make_constant(std::numeric_limits<double>::quiet_NaN(), dt), 0};
+      in = node(OpKind::Where, {node(inside, {v, bv}), v, nan});
+    }
+    return node(OpKind::Where, {node(outside, {v, bv}), bv, in});
+  };
+  if (min) v = bound(v, *min, OpKind::Lt, OpKind::Ge);
+  if (max) v = bound(v, *max, OpKind::Gt, OpKind::Le);
   return wrap(v);
 }
 

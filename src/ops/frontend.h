@@ -1,6 +1,7 @@
 // Shared pieces of the op frontend: turning tensors and numbers into IR values, recording nodes
 // into new tensors, and type promotion. Every public op in src/ops/*.cpp is built from these.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ ir::Value value_of(const Tensor& t, const char* op);
 Tensor wrap(ir::Value v);
 // An index tensor still on the host has known values: they are checked at the op's line (an
 // IndexError naming `op`), as PyTorch checks them; other index tensors are checked when the
-// program runs. Values must be in [0, size), or [-size, size) with allow_negative.
-void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op);
+// program runs. Values must be in [0, size), or [-size, size) with allow_negative, or equal to
+// `ignore` (a loss's ignore_index).
+void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op,
+                        std::optional<int64_t> ignore = std::nullopt);
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs = {});
 ir::Value unary(ir::OpKind op, ir::Value x);
 

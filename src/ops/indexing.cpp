@@ -39,7 +39,8 @@ ir::Attrs dim_attr(int64_t d) {
 }  // namespace
 
 namespace frontend {
-void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op) {
+void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op,
+                        std::optional<int64_t> ignore) {
   if (!index.defined()) return;
   std::shared_ptr<Storage> host = index.impl()->host_storage();
   if (!host || (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)) return;
@@ -47,7 +48,7 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = index.dtype() == DType::Int64 ? static_cast<const int64_t*>(host->data())[i]
                                               : static_cast<const int32_t*>(host->data())[i];
-    if (v >= size || v < (allow_negative ? -size : 0)) {
+    if ((v >= size || v < (allow_negative ? -size : 0)) && v != ignore) {
       throw IndexError(std::string(ir::current_user_op(op)) + ": index " + std::to_string(v) + " is out of range for size " +
                        std::to_string(size) + (allow_negative ? " (valid: " + std::to_string(-size) + " to " +
                                                                     std::to_string(size - 1) + ")"

@@ -26,16 +26,19 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return e / sum(e, {dim}, true);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
   lz::ir::UserOpScope scope("cross_entropy");  // a bad target is reported as cross_entropy's
   if (!logits.defined() || !target.defined()) throw ValueError("cross_entropy: got an undefined tensor");
   if (logits.dim() != 2 || target.dim() != 1 || target.shape()[0] != logits.shape()[0]) {
     throw ValueError("cross_entropy: expects logits [N, C] and targets [N], got " +
                      shape_str(logits.shape()) + " and " + shape_str(target.shape()));
   }
-  lz::frontend::check_index_values(target, logits.shape()[1], false, "cross_entropy");
-  Tensor picked = gather(log_softmax(logits, 1), 1, unsqueeze(target, 1));
-  return -mean(picked);
+  lz::frontend::check_index_values(target, logits.shape()[1], false, "cross_entropy", ignore_index);
+  // Ignored targets read class 0 (any valid index) and weigh 0, as PyTorch's nll_loss.
+  Tensor keep = ne(target, ignore_index);
+  Tensor picked = gather(log_softmax(logits, 1), 1, unsqueeze(where(keep, target, 0), 1));
+  Tensor w = keep.to(logits.dtype());
+  return -sum(squeeze(picked, 1) * w) / sum(w);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {

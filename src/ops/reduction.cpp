@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lazuli/autograd.h"
 #include "ops/frontend.h"
 
 namespace lz {
@@ -128,11 +129,26 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return arg_reduce("argmin", OpKind::ArgMin, x, dim, keepdim);
 }
 
+namespace {
+// max/min(dim) return one index per row, and PyTorch sends the gradient to that element only
+// (amax/amin split it across ties). So when a gradient can flow, the values are read at the
+// indices; otherwise the plain reduction (which fuses) gives the same values.
+std::pair<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  Tensor idx = is_max ? argmax(x, dim, keepdim) : argmin(x, dim, keepdim);
+  if (x.dim() == 0 || !is_grad_enabled() || !requires_grad(x)) {
+    return {is_max ? amax(x, {dim}, keepdim) : amin(x, {dim}, keepdim), idx};
+  }
+  int64_t d = wrap_dim(dim, x.dim(), is_max ? "max" : "min");
+  Tensor v = gather(x, d, keepdim ? idx : unsqueeze(idx, d));
+  return {keepdim ? v : squeeze(v, d), idx};
+}
+}  // namespace
+
 std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  return {amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+  return extremum_dim(x, dim, keepdim, true);
 }
 std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  return {amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
+  return extremum_dim(x, dim, keepdim, false);
 }
 Tensor max(const Tensor& x) { return amax(x); }
 Tensor min(const Tensor& x) { return amin(x); }
@@ -150,7 +166,11 @@ Tensor var(const Tensor& x, const IntList& dims, int64_t correction, bool keepdi
 
 Tensor std(const Tensor& x, const IntList& dims, int64_t correction, bool keepdim) {
   float_input("std", x);
-  return sqrt(var(x, dims, correction, keepdim));
+  Tensor v = var(x, dims, correction, keepdim);
+  // sqrt's gradient at 0 is inf (and 0 * inf nan); PyTorch's std gives 0 there (a constant
+  // input), so the square root reads 1 where the variance is 0 and the result selects 0.
+  Tensor zero = eq(v, 0);
+  return where(zero, 0, sqrt(where(zero, 1, v)));
 }
 
 Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {

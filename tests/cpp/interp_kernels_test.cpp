@@ -425,8 +425,12 @@ TEST(InterpKernels, PowOfIntsBySquaring) {
   EXPECT_EQ(binary<int64_t>(OpKind::Pow, {2}, {62}), std::vector<int64_t>{int64_t(1) << 62});
 }
 
-TEST(InterpKernels, PowOfIntsToNegativePowerThrows) {
-  EXPECT_THROW(binary<int64_t>(OpKind::Pow, {2}, {-1}), ValueError);
+TEST(InterpKernels, PowOfIntsToNegativeTensorPowersIsPyTorchs) {
+  // torch: tensor([0, 1, -1, 2, -2, 3]) ** tensor([-1] * 6) and ** tensor([-2] * 6)
+  EXPECT_EQ(binary<int64_t>(OpKind::Pow, {0, 1, -1, 2, -2, 3}, {-1, -1, -1, -1, -1, -1}),
+            (std::vector<int64_t>{0, 1, -1, 0, 0, 0}));
+  EXPECT_EQ(binary<int32_t>(OpKind::Pow, {0, 1, -1, 2, -2, 3}, {-2, -2, -2, -2, -2, -2}),
+            (std::vector<int32_t>{0, 1, 1, 0, 0, 0}));
 }
 
 TEST(InterpKernels, PowOfFloats) {

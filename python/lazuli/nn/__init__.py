@@ -2,5 +2,5 @@
 from . import functional  # noqa: F401
 from .modules import (  # noqa: F401
     Module, Parameter, Linear, ReLU, GELU, Tanh, Sigmoid, SiLU, Sequential, Embedding, LayerNorm,
-    Dropout, CrossEntropyLoss, MSELoss,
+    Dropout, CrossEntropyLoss, NLLLoss, MSELoss,
 )

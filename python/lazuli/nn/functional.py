@@ -1,10 +1,13 @@
 """lz.nn.functional: the usual functional ops, written in Lazuli's primitives, so their gradients
 come from the primitives' rules and they fuse like any other graph."""
 
+import math
 import numbers
 
 from .. import _C
 from .._origin import user_op
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 # Argument checks in PyTorch's words, so a mistake names this function, not a primitive inside it.
@@ -30,8 +33,15 @@ def relu(x):
     return _C.relu(x)
 
 
-def gelu(x):
-    return _C.gelu(x)
+def gelu(x, approximate="none"):
+    """GELU; approximate="tanh" is PyTorch's tanh approximation, written in primitives."""
+    if approximate == "none":
+        return _C.gelu(x)
+    if approximate != "tanh":
+        raise ValueError(f"F.gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = _tensor(x, "gelu", "input")
+    inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+    return x * (_C.tanh(inner) + 1.0) * 0.5
 
 
 def sigmoid(x):
@@ -122,26 +132,131 @@ def _reduce(loss, reduction, name):
     raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-@user_op("nll_loss")
-def nll_loss(log_probs, target, reduction="mean"):
-    """Negative log likelihood of log-probabilities [N, C] at class indices [N]."""
-    _tensor(log_probs, "nll_loss", "input")
-    _tensor(target, "nll_loss", "target")
-    if log_probs.ndim != 2 or target.ndim != 1 or target.shape[0] != log_probs.shape[0]:
-        raise ValueError(f"nll_loss: expects input [N, C] and target [N], got {tuple(log_probs.shape)} "
-                         f"and {tuple(target.shape)}")
+def _class_layout(input, target, fn):
+    """(input, target, squeeze) with the class dim at 1 and at least one batch dim: PyTorch's
+    (C,) input with a () target is one unbatched sample (squeeze: its loss is 0-d again)."""
+    if input.ndim == 0:
+        raise ValueError(f"{fn}: expects an input with a class dim, got a 0-d tensor")
+    if input.ndim == 1:
+        return input.unsqueeze(0), target.unsqueeze(0), True
+    return input, target, False
+
+
+def _check_weight(weight, n_classes, fn):
+    if weight is None:
+        return
+    _tensor(weight, fn, "weight")
+    if tuple(weight.shape) != (n_classes,):
+        raise ValueError(f"{fn}: weight must have shape ({n_classes},) (one per class), got "
+                         f"{tuple(weight.shape)}")
+
+
+def _class_weighted_loss(log_probs, target, weight, ignore_index, fn):
+    """Per-element -w[t] * log_probs[t] (0 where target == ignore_index) and the weights used,
+    for log_probs (N, C, d...) and class indices (N, d...)."""
+    if tuple(target.shape) != (log_probs.shape[0],) + tuple(log_probs.shape[2:]):
+        raise ValueError(f"{fn}: expects input (N, C, d...) and target (N, d...), got "
+                         f"{tuple(log_probs.shape)} and {tuple(target.shape)}")
     if target.dtype not in (_C.dtype.int64, _C.dtype.int32):
-        raise TypeError(f"nll_loss: target must hold class indices (int64), got {target.dtype}")
-    _C._check_index_bounds(target, log_probs.shape[1], "nll_loss", allow_negative=False)
-    picked = _C.gather(log_probs, 1, target.unsqueeze(1)).reshape(-1)
-    return _reduce(-picked, reduction, "nll_loss")
+        raise TypeError(f"{fn}: target must hold class indices (int64), got {target.dtype}")
+    n_classes = log_probs.shape[1]
+    _C._check_index_bounds(target, n_classes, fn, allow_negative=False, ignore_index=ignore_index)
+    keep = target != ignore_index
+    # Ignored targets read class 0 (any valid index) and get weight 0.
+    safe = _C.where(keep, target, 0)
+    picked = _C.gather(log_probs, 1, safe.unsqueeze(1)).squeeze(1)
+    if weight is None:
+        w = keep.to(log_probs.dtype)
+    else:
+        w_t = _C.index_select(weight.to(log_probs.dtype), 0, safe.reshape(-1)).reshape(*safe.shape)
+        w = _C.where(keep, w_t, 0.0)
+    return -picked * w, w
+
+
+def _nll(log_probs, target, weight, ignore_index, reduction, fn):
+    loss, w = _class_weighted_loss(log_probs, target, weight, ignore_index, fn)
+    if reduction == "mean":  # a weighted mean over the targets not ignored, as PyTorch
+        return _C.sum(loss) / _C.sum(w)
+    return _reduce(loss, reduction, fn)
+
+
+def _check_reduction(reduction, fn, size_average=None, reduce=None):
+    """The reduction, with PyTorch's deprecated size_average/reduce flags mapped as it maps them."""
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "none" if not reduce else ("mean" if size_average else "sum")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{fn}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return reduction
+
+
+@user_op("nll_loss")
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+             reduce=None, reduction="mean"):
+    """Negative log likelihood of log-probabilities (N, C, d...) or (C,) at class indices
+    (N, d...) or (); PyTorch's weight, ignore_index and reduction."""
+    _tensor(input, "nll_loss", "input")
+    _tensor(target, "nll_loss", "target")
+    ignore_index = _int(ignore_index, "nll_loss", "ignore_index")
+    reduction = _check_reduction(reduction, "nll_loss", size_average, reduce)
+    log_probs, tgt, squeeze = _class_layout(input, target, "nll_loss")
+    _check_weight(weight, log_probs.shape[1], "nll_loss")
+    loss = _nll(log_probs, tgt, weight, ignore_index, reduction, "nll_loss")
+    return loss.reshape(()) if squeeze and reduction == "none" else loss
 
 
 @user_op("cross_entropy")
-def cross_entropy(logits, target, reduction="mean"):
-    _tensor(logits, "cross_entropy", "input")
-    _tensor(target, "cross_entropy", "target")
-    return nll_loss(log_softmax(logits, 1), target, reduction)
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,  # noqa: A002
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """PyTorch's cross_entropy: class indices (with weight, ignore_index, label_smoothing) or,
+    when target has the input's shape, class probabilities."""
+    fn = "cross_entropy"
+    _tensor(input, fn, "input")
+    _tensor(target, fn, "target")
+    ignore_index = _int(ignore_index, fn, "ignore_index")
+    label_smoothing = float(_number(label_smoothing, fn, "label_smoothing"))
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{fn}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    reduction = _check_reduction(reduction, fn, size_average, reduce)
+    logits, tgt, squeeze = _class_layout(input, target, fn)
+    n_classes = logits.shape[1]
+    _check_weight(weight, n_classes, fn)
+    log_probs = log_softmax(logits, 1)
+    # Weight broadcast over the class dim of (N, C, d...).
+    w_c = None if weight is None else weight.to(log_probs.dtype).reshape(
+        n_classes, *([1] * (log_probs.ndim - 2)))
+    if tuple(target.shape) == tuple(input.shape):  # class probabilities
+        if tgt.dtype not in (_C.dtype.float32, _C.dtype.float64):
+            raise TypeError(f"{fn}: a target of the input's shape holds class probabilities and "
+                            f"must be floating point, got {tgt.dtype}")
+        if ignore_index >= 0:
+            raise ValueError(f"{fn}: ignore_index is not supported for class-probability targets")
+        if label_smoothing > 0.0:
+            tgt = tgt * (1.0 - label_smoothing) + label_smoothing / n_classes
+        terms = log_probs * tgt if w_c is None else log_probs * tgt * w_c
+        loss = -_C.sum(terms, 1)
+        if reduction == "mean":  # over the samples, not the weights (PyTorch)
+            loss = _C.sum(loss) / float(loss.numel())
+        elif reduction == "sum":
+            loss = _C.sum(loss)
+        return loss.reshape(()) if squeeze and reduction == "none" else loss
+    loss, w = _class_weighted_loss(log_probs, tgt, weight, ignore_index, fn)
+    if reduction == "mean":
+        out = _C.sum(loss) / _C.sum(w)
+    else:
+        out = _reduce(loss, reduction, fn)
+    if label_smoothing > 0.0:
+        # PyTorch's form: (1 - e) * nll + e / C * (the loss against a uniform target).
+        keep = tgt != ignore_index
+        smooth = -_C.sum(log_probs if w_c is None else log_probs * w_c, 1)
+        smooth = _C.where(keep, smooth, 0.0)
+        if reduction == "mean":
+            smooth = _C.sum(smooth) / _C.sum(w)
+        else:
+            smooth = _reduce(smooth, reduction, fn)
+        out = out * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+    return out.reshape(()) if squeeze and reduction == "none" else out
 
 
 def mse_loss(input, target, reduction="mean"):  # noqa: A002  (PyTorch's spelling)

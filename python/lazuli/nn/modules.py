@@ -146,8 +146,17 @@ class ReLU(Module):
 
 
 class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
     def forward(self, x):
-        return F.gelu(x)
+        return F.gelu(x, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
 
 
 class Tanh(Module):
@@ -227,12 +236,30 @@ class Dropout(Module):
 
 
 class CrossEntropyLoss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
         super().__init__()
-        self.reduction = reduction
+        self.weight = weight  # a buffer in PyTorch: not a parameter
+        self.ignore_index = ignore_index
+        self.reduction = F._check_reduction(reduction, "CrossEntropyLoss", size_average, reduce)
+        self.label_smoothing = label_smoothing
 
-    def forward(self, logits, target):
-        return F.cross_entropy(logits, target, self.reduction)
+    def forward(self, input, target):  # noqa: A002
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(Module):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        super().__init__()
+        self.weight = weight
+        self.ignore_index = ignore_index
+        self.reduction = F._check_reduction(reduction, "NLLLoss", size_average, reduce)
+
+    def forward(self, input, target):  # noqa: A002
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
 class MSELoss(Module):

@@ -284,7 +284,9 @@ T pow_values(T a, T b) {
   } else if constexpr (std::is_same_v<T, bool>) {
     return !b || a;
   } else {
-    if (b < 0) throw ValueError("pow: integers to negative integer powers are not allowed");
+    // A negative exponent (a tensor one: a number is refused at the line) as PyTorch: 1 / a^-b
+    // truncated, so 1 and -1 keep a magnitude of 1 and everything else (0 too) gives 0.
+    if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? T((b & 1) ? -1 : 1) : T(0);
     // Exponentiation by squaring, wrapping on overflow like integer multiplication.
     T result = 1;
     T base = a;
