@@ -123,7 +123,8 @@ std::string structure_change(const GraphKeyInfo& now, const GraphKeyInfo& before
   std::ostringstream o;
   o << "the graph's structure changed (" << nb << " -> " << na << " nodes): ";
   size_t suffix = 0;
-  while (suffix < nb && now.sorts[na - 1 - suffix] == before.sorts[nb - 1 - suffix]) ++suffix;
+  const size_t common = std::min(na, nb);
+  while (suffix < common && now.sorts[na - 1 - suffix] == before.sorts[nb - 1 - suffix]) ++suffix;
   // Wirings ignore dtypes: two parameters of one slot match even where one is an int64 index and
   // the other float32 weights, so the run may start before p.
   size_t head = 0;
@@ -207,7 +208,8 @@ std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo
         if (extra.size() > 1) o << " and " << (extra.size() - 1) << " more";
       }
       if (now.value_read) {
-        o << " (a read stores the tensors you hold that it computes; drop the ones you do not need)";
+        o << " (a read stores the tensors you hold that it computes; drop those you do not "
+             "need)";
       } else {
         o << "; drop references you do not need before sync(), or read them in a step closure";
       }

@@ -71,10 +71,9 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
 }
 
 size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
-  // Candidates: interior nodes with more references than the graph and the roots account for
-  // (a tensor's ir_ is one). Leaves are skipped: reading one again costs nothing, and storing it
-  // would only copy a buffer. Without candidates no live tensor holds one, and the registry is
-  // not scanned (a read in a loop with thousands of live parameters stays cheap).
+  // Candidates: interior nodes with more references than the graph accounts for (a tensor's ir_
+  // is one), roots aside. Without candidates no live tensor holds one, and the registry is not
+  // scanned (a read in a loop with thousands of live parameters stays cheap).
   std::unordered_map<const ir::Node*, long> graph_refs;
   graph_refs.reserve(po.nodes.size());
   for (const ir::Node* n : po.nodes) {
@@ -83,7 +82,8 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
   std::unordered_set<const ir::Node*> root_nodes;
   for (const ir::Value& v : roots.values) root_nodes.insert(v.node.get());
   // A value that reads no data (ones, arange, a constant expanded) is cheaper to recompute, and
-  // to fuse into its consumers, than to store. topology lists each node's operand indices.
+  // to fuse into its consumers, than to store; a leaf would only be copied. topology lists each
+  // node's operand indices.
   std::vector<bool> reads_data(po.nodes.size(), false);
   std::unordered_set<const ir::Node*> interior;
   for (size_t i = 0, t = 0; i < po.nodes.size(); ++i) {

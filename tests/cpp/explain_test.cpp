@@ -140,6 +140,15 @@ TEST_F(Explain, AChainGrowingByALinkPerCallIsNamedAsOne) {
   EXPECT_NE(e.find("one more link of a chain"), std::string::npos) << e;
 }
 
+TEST_F(Explain, AGraphThatLostNodesNamesWhereItPartsNotAnInsertedRun) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  ((a * 2.0f).exp() + 1.0f).sum().to_vector<float>();
+  (a + 1.0f).sum().to_vector<float>();
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("structure changed"), std::string::npos) << e;
+  EXPECT_EQ(e.find("inserted"), std::string::npos) << e;
+}
+
 TEST_F(Explain, TheHistoryRemembersABoundedNumberOfGraphKeys) {
   for (int64_t n = 1; n <= 200; ++n) (lz::ones({n}) * 3.0f).to_vector<float>();
   EXPECT_EQ(counter("UncachedCompile"), 200);
