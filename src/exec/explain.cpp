@@ -88,6 +88,83 @@ double distance(const GraphKeyInfo& a, const GraphKeyInfo& b) {
   return d;
 }
 
+// The new roots that have no counterpart among the old ones: matched first by value (dag hash),
+// then, for values whose inputs changed shape, by creation site and dtype, so a loop whose every
+// value changed shape names the tensor that is new, not the first one.
+std::vector<const GraphKeyInfo::Tensor_*> unmatched_roots(const GraphKeyInfo& now,
+                                                          const GraphKeyInfo& before) {
+  std::vector<bool> used(before.roots.size(), false);
+  std::vector<const GraphKeyInfo::Tensor_*> left;
+  for (const auto& r : now.roots) {
+    bool found = false;
+    for (size_t j = 0; j < before.roots.size() && !found; ++j) {
+      if (!used[j] && before.roots[j].hash == r.hash) used[j] = found = true;
+    }
+    if (!found) left.push_back(&r);
+  }
+  std::vector<const GraphKeyInfo::Tensor_*> out;
+  for (const auto* r : left) {
+    bool found = false;
+    for (size_t j = 0; j < before.roots.size() && !found && !r->created_at.empty(); ++j) {
+      const auto& b = before.roots[j];
+      if (!used[j] && b.created_at == r->created_at && b.dtype == r->dtype) used[j] = found = true;
+    }
+    if (!found) out.push_back(r);
+  }
+  return out;
+}
+
+// Where two graphs' structures part. When the new graph is the old one with a run of k nodes
+// inserted (the rest matching by op, dtype and rank), the run is named; where the k nodes just
+// before a possible run are of the same sorts, it is one more link of a chain that grows every
+// call, recomputed whole by every program, and the newest such link is named.
+std::string structure_change(const GraphKeyInfo& now, const GraphKeyInfo& before, size_t p) {
+  const size_t na = now.ops.size(), nb = before.ops.size();
+  std::ostringstream o;
+  o << "the graph's structure changed (" << nb << " -> " << na << " nodes): ";
+  size_t suffix = 0;
+  const size_t common = std::min(na, nb);
+  while (suffix < common && now.sorts[na - 1 - suffix] == before.sorts[nb - 1 - suffix]) ++suffix;
+  // Wirings ignore dtypes: two parameters of one slot match even where one is an int64 index and
+  // the other float32 weights, so the run may start before p.
+  size_t head = 0;
+  while (head < p && now.sorts[head] == before.sorts[head]) ++head;
+  if (na > nb && nb - suffix <= head) {
+    // The run may start anywhere in [nb - suffix, head]: before it the graphs match node for
+    // node, after it by sort.
+    const size_t k = na - nb;
+    size_t at = head;
+    bool chain = false;
+    for (size_t q = nb - suffix; q <= head; ++q) {
+      bool repeats = q >= k;
+      for (size_t i = 0; repeats && i < k; ++i) repeats = now.sorts[q - k + i] == now.sorts[q + i];
+      if (repeats) at = q, chain = true;
+    }
+    o << k << " node(s) inserted at node " << at << " (";
+    for (size_t i = 0; i < k && i < 3; ++i) {
+      o << (i ? ", " : "") << ir::op_name(now.ops[at + i]) << " " << now.types[at + i];
+    }
+    o << (k > 3 ? ", ...)" : ")");
+    if (chain) {
+      o << ", one more link of a chain this graph recomputes from its start: a tensor grown in a "
+           "loop (x = cat([x, y]), x = x + y) that nothing stores; lz.sync() or "
+           "lz.sync_tensors([x]) each iteration makes it an input";
+    }
+    return o.str();
+  }
+  o << "from node " << p;
+  if (p < na && p < nb) {
+    o << " it has " << ir::op_name(now.ops[p]) << " " << now.types[p] << " where it had "
+      << ir::op_name(before.ops[p]) << " " << before.types[p];
+  } else if (p < na) {
+    o << " it has " << (na - p) << " more node(s), the first " << ir::op_name(now.ops[p]) << " "
+      << now.types[p];
+  } else {
+    o << " it lacks the earlier graph's last " << (nb - p) << " node(s)";
+  }
+  return o.str();
+}
+
 // Every ingredient of the key that differs, the most telling first.
 std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo& before) {
   std::vector<Explanation> out;
@@ -117,25 +194,29 @@ std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo
   }
   if (now.roots.size() != before.roots.size()) {
     std::ostringstream o;
+    const char* where =
+        now.value_read ? "computed by this read" : "alive with pending work at the barrier";
     if (now.roots.size() > before.roots.size()) {
-      // Outputs whose value was not an output before are the newly alive tensors.
-      std::unordered_set<Hash128, Hash128Hasher> old;
-      for (const auto& p : before.roots) old.insert(p.hash);
       std::vector<std::string> extra;
-      for (const auto& r : now.roots) {
-        if (!old.count(r.hash)) extra.push_back(tensor_name(r) + " " + type_str(r.dtype, r.shape));
+      for (const auto* r : unmatched_roots(now, before)) {
+        extra.push_back(tensor_name(*r) + " " + type_str(r->dtype, r->shape));
       }
-      o << (now.roots.size() - before.roots.size()) << " more tensor(s) alive with pending work at "
-        << "the barrier than at the earlier compile, so they became outputs";
+      o << (now.roots.size() - before.roots.size()) << " more tensor(s) " << where
+        << " than at the earlier compile, so they became outputs";
       if (!extra.empty()) {
         o << ": " << extra[0];
         if (extra.size() > 1) o << " and " << (extra.size() - 1) << " more";
       }
-      o << "; drop references you do not need before sync(), or read them in a step closure";
+      if (now.value_read) {
+        o << " (a read stores the tensors you hold that it computes; drop those you do not "
+             "need)";
+      } else {
+        o << "; drop references you do not need before sync(), or read them in a step closure";
+      }
       add("new-live-tensor", o.str());
     } else {
-      o << (before.roots.size() - now.roots.size()) << " fewer tensor(s) alive at the barrier than "
-        << "at the earlier compile";
+      o << (before.roots.size() - now.roots.size()) << " fewer tensor(s) " << where
+        << " than at the earlier compile";
       add("fewer-live-tensors", o.str());
     }
   }
@@ -166,20 +247,7 @@ std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo
     add("attribute", o.str());
   }
   const size_t na = now.ops.size(), nb = before.ops.size();
-  if (p < na || p < nb) {
-    std::ostringstream o;
-    o << "the graph's structure changed (" << nb << " -> " << na << " nodes): from node " << p;
-    if (p < na && p < nb) {
-      o << " it has " << ir::op_name(now.ops[p]) << " " << now.types[p] << " where it had "
-        << ir::op_name(before.ops[p]) << " " << before.types[p];
-    } else if (p < na) {
-      o << " it has " << (na - p) << " more node(s), the first " << ir::op_name(now.ops[p]) << " "
-        << now.types[p];
-    } else {
-      o << " it lacks the earlier graph's last " << (nb - p) << " node(s)";
-    }
-    add("structure", o.str());
-  }
+  if (p < na || p < nb) add("structure", structure_change(now, before, p));
   if (out.empty()) add("structure", "the graph's structure changed");
   return out;
 }
@@ -235,9 +303,11 @@ void remember(History& h, GraphKeyInfo info) {
 
 GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& graph,
                                 const Roots& roots, const PostOrder& po,
-                                const std::vector<std::pair<int, int>>& donations) {
+                                const std::vector<std::pair<int, int>>& donations,
+                                bool value_read) {
   GraphKeyInfo k;
   k.call_site = call_site;
+  k.value_read = value_read;
   k.env = compile_env_hash();
   k.graph = graph;
   for (size_t i = 0; i < roots.values.size(); ++i) {
@@ -265,6 +335,7 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
     k.constants.push_back(n->op == ir::OpKind::Constant ? n->attrs.scalar
                                                         : std::numeric_limits<double>::quiet_NaN());
     k.types.push_back(type_str(n->dtype, n->shape));
+    k.sorts.push_back(Hasher().add(n->op).add(n->dtype).add<uint64_t>(n->shape.size()).digest().lo);
   }
   return k;
 }

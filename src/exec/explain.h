@@ -26,6 +26,7 @@ struct GraphKeyInfo {
     std::string created_at;  // "file:line" when debugging recorded it, else ""
   };
   std::string call_site;
+  bool value_read = false;  // a read's extra outputs are the live tensors it computed (DESIGN.md 4)
   Hash128 env, graph;
   std::vector<Tensor_> roots;
   std::vector<Tensor_> params;
@@ -35,6 +36,7 @@ struct GraphKeyInfo {
   std::vector<Hash128> node_hashes;  // post-order (op + attributes, incl. baked constants)
   std::vector<double> constants;     // value of each node that is a Constant, else NaN
   std::vector<std::string> types;    // post-order: "float32[4, 3]"
+  std::vector<uint64_t> sorts;       // post-order: op, dtype and rank (not sizes) of each node
   // Post-order, per node: op, operand positions and parameter slot, never shapes or attributes;
   // two graphs whose wirings are equal match node for node up to shapes and attributes.
   std::vector<uint64_t> wiring;
@@ -42,7 +44,8 @@ struct GraphKeyInfo {
 
 GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& graph,
                                 const Roots& roots, const PostOrder& po,
-                                const std::vector<std::pair<int, int>>& donations);
+                                const std::vector<std::pair<int, int>>& donations,
+                                bool value_read = false);
 
 struct Explanation {
   std::string cause;  // new-call-site | environment | input-shape | input-dtype | new-live-tensor |

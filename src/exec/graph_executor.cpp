@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/config.h"
@@ -67,6 +68,71 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
     }
   }
   return r;
+}
+
+size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
+  // Candidates: interior nodes with more references than the graph accounts for (a tensor's ir_
+  // is one), roots aside. Without candidates no live tensor holds one, and the registry is not
+  // scanned (a read in a loop with thousands of live parameters stays cheap).
+  std::unordered_map<const ir::Node*, long> graph_refs;
+  graph_refs.reserve(po.nodes.size());
+  for (const ir::Node* n : po.nodes) {
+    for (const ir::Value& v : n->operands) graph_refs[v.node.get()]++;
+  }
+  std::unordered_set<const ir::Node*> root_nodes;
+  for (const ir::Value& v : roots.values) root_nodes.insert(v.node.get());
+  // A value that reads no data (ones, arange, a constant expanded) is cheaper to recompute, and
+  // to fuse into its consumers, than to store; a leaf would only be copied. topology lists each
+  // node's operand indices.
+  std::vector<bool> reads_data(po.nodes.size(), false);
+  std::unordered_set<const ir::Node*> interior;
+  for (size_t i = 0, t = 0; i < po.nodes.size(); ++i) {
+    const ir::Node* n = po.nodes[i];
+    bool reads = n->op == ir::OpKind::DeviceData;
+    for (size_t k = 0; k < n->operands.size(); ++k) reads = reads || reads_data[po.topology[t + k]];
+    t += n->operands.size();
+    reads_data[i] = reads;
+    if (!reads || n->op == ir::OpKind::DeviceData || root_nodes.count(n)) continue;
+    if (po.use_counts[i] > graph_refs[n]) interior.insert(n);
+  }
+  if (interior.empty()) return 0;
+  std::unordered_set<const internal::TensorImpl*> already;
+  for (const auto& t : roots.tensors) already.insert(t.get());
+  Roots extra;
+  for (auto& t : internal::default_device().registry.snapshot()) {  // id order
+    if (t->is_view() || already.count(t.get())) continue;
+    ir::Value v = t->pending_ir();
+    if (!v || !interior.count(v.node.get())) continue;
+    extra.tensors.push_back(std::move(t));
+    extra.values.push_back(std::move(v));
+  }
+  if (extra.tensors.empty()) return 0;
+  // Merge by tensor id: graph_hash and find_donations rely on id order.
+  Roots merged;
+  const size_t n = roots.tensors.size() + extra.tensors.size();
+  merged.tensors.reserve(n);
+  merged.values.reserve(n);
+  merged.store.reserve(n);
+  size_t i = 0, j = 0;
+  while (i < roots.tensors.size() || j < extra.tensors.size()) {
+    bool take_root = j == extra.tensors.size() ||
+                     (i < roots.tensors.size() && roots.tensors[i]->id() < extra.tensors[j]->id());
+    if (take_root) {
+      merged.tensors.push_back(std::move(roots.tensors[i]));
+      merged.values.push_back(std::move(roots.values[i]));
+      merged.store.push_back(roots.store[i]);
+      ++i;
+    } else {
+      merged.tensors.push_back(std::move(extra.tensors[j]));
+      merged.values.push_back(std::move(extra.values[j]));
+      merged.store.push_back(true);
+      ++j;
+    }
+  }
+  merged.held = std::move(roots.held);  // empty: reads hold no locks
+  roots = std::move(merged);
+  LZ_COUNTER("ValueReadMaterialized", static_cast<int64_t>(extra.tensors.size()));
+  return extra.tensors.size();
 }
 
 PostOrder post_order(const std::vector<ir::Value>& roots) {
@@ -231,6 +297,34 @@ std::shared_ptr<Executable> lookup_or_compile(const Hash128& hash, const Roots& 
   return exe;
 }
 
+// A read of values (item, numpy, a bool mask's shape): it runs now, stores what it computed, and
+// never donates.
+bool is_value_read(const SyncConfig& cfg) {
+  return cfg.sync_data && !cfg.barrier &&
+         (cfg.reason == CutReason::ValueRead || cfg.reason == CutReason::DataDependentShape);
+}
+
+// Nodes run per op kind (ExecutedNode::<op>) and in all (ExecutedNodes), so tests and users can
+// see recomputation through counters. Parameters are not counted: they run nothing.
+void count_executed_nodes(const PostOrder& po) {
+  constexpr size_t kOps = static_cast<size_t>(ir::OpKind::kNumOps);
+  static std::atomic<Counter*> counters[kOps] = {};
+  int64_t per_op[kOps] = {};
+  for (const ir::Node* n : po.nodes) per_op[static_cast<size_t>(n->op)]++;
+  int64_t total = 0;
+  for (size_t k = 0; k < kOps; ++k) {
+    if (!per_op[k] || k == static_cast<size_t>(ir::OpKind::DeviceData)) continue;
+    Counter* c = counters[k].load(std::memory_order_acquire);
+    if (!c) {
+      c = get_counter("ExecutedNode::" + std::string(ir::op_name(static_cast<ir::OpKind>(k))));
+      counters[k].store(c, std::memory_order_release);
+    }
+    c->add(per_op[k]);
+    total += per_op[k];
+  }
+  LZ_COUNTER("ExecutedNodes", total);
+}
+
 bool is_out_of_memory(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -383,6 +477,9 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     }
     check_execution_allowed(cfg.reason, frames);  // a full_graph region raises before anything runs
     PostOrder po = post_order(roots.values);
+    if (is_value_read(cfg) && add_live_intermediates(roots, po) > 0) {
+      po = post_order(roots.values);
+    }
     std::vector<std::pair<int, int>> donations;
     if (may_donate) donations = find_donations(roots, po);
     res.hash = graph_hash(roots, po, donations);
@@ -399,7 +496,8 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       std::string site = record.frames.empty()
                              ? std::string()
                              : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
-      Explanation e = explain_and_remember(describe_graph_key(site, res.hash, roots, po, donations));
+      Explanation e = explain_and_remember(
+          describe_graph_key(site, res.hash, roots, po, donations, is_value_read(cfg)));
       record.explanation = std::move(e.text);
       record.cause = std::move(e.cause);
     }
@@ -410,6 +508,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       if (record.compiled) LZ_COUNTER("EagerOpCompile", 1);
     }
     cut_log().add(std::move(record));
+    count_executed_nodes(po);
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
     exec = std::make_shared<Execution>();

@@ -71,6 +71,7 @@ struct Roots {
 Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_views,
               bool hold_locks = false);
 
+
 // Step 2. Iterative post-order from the roots; DeviceData leaves become parameters, deduplicated
 // by buffer in first-use order; param_sequence maps each DeviceData node (post-order) to its
 // parameter, so f(a, a) and f(a, b) differ. topology lists, node by node in post-order, the
@@ -88,6 +89,15 @@ struct PostOrder {
   std::unordered_map<const ir::Node*, int> param_slot;
 };
 PostOrder post_order(const std::vector<ir::Value>& roots);
+
+// Step 2b, value reads only (the rule is in DESIGN.md section 4): live tensors, never views, whose
+// pending IR is an interior node of the read's graph that reads data (ones or arange are cheaper
+// to recompute) join `roots` as stored roots, id order kept, so the program that computes them
+// anyway leaves them as device data and no later read or barrier computes them again (a
+// sampler's `idx = cat([idx, nxt])` chain). Only tensors someone holds are in the registry, so no
+// dropped temporary is kept; the registry is scanned only when some such node is referenced from
+// outside the graph. Returns how many joined; the caller then redoes post_order.
+size_t add_live_intermediates(Roots& roots, const PostOrder& po);
 
 // What a backend compiles: the post-ordered nodes, parameter slots and roots of one sync.
 LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);

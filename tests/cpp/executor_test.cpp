@@ -266,5 +266,65 @@ TEST_F(Executor, MetricsReportsListCountersAndTimes) {
   EXPECT_EQ(debug::counter_value("NoSuchCounter"), 0);
 }
 
+// A sampler: each token reads a value computed from idx, then grows idx by one token. The read
+// stores idx (live, and computed by the read's graph anyway), so each token runs one cat; without
+// that, token k recomputed the k cats of the whole chain.
+TEST_F(Executor, ValueReadStoresTheLiveTensorsItComputesSoAGrowingCatRunsOncePerToken) {
+  Tensor idx = tensor<int64_t>({1, 2, 3}, {1, 3});
+  std::vector<int64_t> expect{1, 2, 3};
+  for (int64_t k = 0; k < 12; ++k) {
+    Tensor r = idx.sum() % 7;  // the sum is dropped here; a C++ temporary would be held
+    int64_t next = r.item<int64_t>();
+    int64_t want = 0;
+    for (int64_t v : expect) want += v;
+    EXPECT_EQ(next, want % 7);
+    expect.push_back(next);
+    idx = lz::cat({idx, tensor<int64_t>({next}, {1, 1})}, 1);
+  }
+  EXPECT_EQ(counter("ExecutedNode::cat"), 11);  // 66 with the whole chain recomputed
+  EXPECT_EQ(idx.to_vector<int64_t>(), expect);
+  EXPECT_EQ(counter("ExecutedNode::cat"), 12);
+  EXPECT_EQ(counter("ValueReadMaterialized"), 11);
+}
+
+TEST_F(Executor, ValueReadLeavesTensorsOutsideItsGraphAndDroppedOnesAlone) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor other = a * 5.0f;  // held, but the read does not compute it
+  Tensor held = a * 3.0f;
+  Tensor out = ((held + 1.0f) * 2.0f).sum();  // held + 1 is dropped at once
+  EXPECT_EQ(out.item<float>(), 22.0f);
+  EXPECT_EQ(debug::tensor_state(held), "device_data");
+  EXPECT_EQ(debug::tensor_state(other), "ir");
+  EXPECT_EQ(counter("ValueReadMaterialized"), 1);
+  EXPECT_EQ(cut_log().recent().back().outputs, 2u);  // out and held: nothing else was kept
+  int64_t runs = counter("CachedCompile") + counter("UncachedCompile");
+  EXPECT_EQ(held.to_vector<float>(), (std::vector<float>{3, 6}));
+  EXPECT_EQ(counter("CachedCompile") + counter("UncachedCompile"), runs);
+}
+
+TEST_F(Executor, BarriersAndSyncTensorsStoreOnlyWhatTheySync) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  Tensor held = a * 3.0f;
+  Tensor out = (held * 2.0f).sum();
+  lz::sync_tensors({out}, true);
+  EXPECT_EQ(debug::tensor_state(held), "ir");  // sync_tensors syncs only the listed tensors
+  EXPECT_EQ(counter("ValueReadMaterialized"), 0);
+}
+
+TEST_F(Executor, SteadyLoopWithAReadOfAHeldIntermediateCompilesNothingAfterWarmUp) {
+  Tensor w = tensor<float>({1, -1, 0.5f}, {3});
+  int64_t compiled = 0;
+  for (int step = 0; step < 6; ++step) {
+    if (step == 2) compiled = counter("UncachedCompile");
+    Tensor h = w * 2.0f;  // held across the read: one more output of the read, every step
+    float loss = (h * h).sum().item<float>();
+    EXPECT_GT(loss, 0.0f);
+    w = h * 0.5f + 0.1f;
+    lz::sync(true);
+  }
+  EXPECT_EQ(counter("UncachedCompile"), compiled);
+  EXPECT_GE(counter("ValueReadMaterialized"), 6);
+}
+
 }  // namespace
 }  // namespace lz

@@ -113,6 +113,42 @@ TEST_F(Explain, AShapeGrowingEachStepIsComparedWithTheStepBefore) {
   EXPECT_NE(e.find("float32[1, 29] to float32[1, 30]"), std::string::npos) << e;
 }
 
+// A sampler grows idx by cat and reads a value computed from it each token: the read stores idx,
+// so each token's graph takes idx as an input one longer than before, and that is what is named.
+TEST_F(Explain, AGrowingCatInputIsNamedByItsShapeChange) {
+  Tensor idx = tensor<int64_t>({1, 2, 3}, {1, 3});
+  for (int64_t k = 0; k < 4; ++k) {
+    int64_t next = (idx.sum() % 5).item<int64_t>();
+    idx = lz::cat({idx, tensor<int64_t>({next}, {1, 1})}, 1);
+  }
+  std::string e = last_explanation();
+  EXPECT_EQ(e.find("input 0,"), 0u) << e;
+  EXPECT_NE(e.find("int64[1, 4] to int64[1, 5]"), std::string::npos) << e;
+  EXPECT_EQ(e.find("where it had"), std::string::npos) << e;
+}
+
+// sync_tensors syncs only what it lists, so a chain nothing stores grows by a link per call.
+TEST_F(Explain, AChainGrowingByALinkPerCallIsNamedAsOne) {
+  Tensor x = tensor<float>({1}, {1, 1});
+  for (int k = 0; k < 4; ++k) {
+    x = lz::cat({x, tensor<float>({static_cast<float>(k)}, {1, 1})}, 1);
+    lz::sync_tensors({(x * 2.0f).sum()}, true);
+  }
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("2 node(s) inserted"), std::string::npos) << e;
+  EXPECT_NE(e.find("(device_data float32[1, 1], cat float32[1, 5])"), std::string::npos) << e;
+  EXPECT_NE(e.find("one more link of a chain"), std::string::npos) << e;
+}
+
+TEST_F(Explain, AGraphThatLostNodesNamesWhereItPartsNotAnInsertedRun) {
+  Tensor a = tensor<float>({1, 2}, {2});
+  ((a * 2.0f).exp() + 1.0f).sum().to_vector<float>();
+  (a + 1.0f).sum().to_vector<float>();
+  std::string e = last_explanation();
+  EXPECT_NE(e.find("structure changed"), std::string::npos) << e;
+  EXPECT_EQ(e.find("inserted"), std::string::npos) << e;
+}
+
 TEST_F(Explain, TheHistoryRemembersABoundedNumberOfGraphKeys) {
   for (int64_t n = 1; n <= 200; ++n) (lz::ones({n}) * 3.0f).to_vector<float>();
   EXPECT_EQ(counter("UncachedCompile"), 200);

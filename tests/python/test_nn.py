@@ -51,7 +51,11 @@ def test_train_eval_switches_dropout():
     net.eval()
     assert not net.body[3].training
     x = lz.randn(5, 4)
+    # The first read also stores x and the lazily drawn weights (DESIGN.md section 4), so its
+    # program differs from later ones, and the cpu backend's fusion may round differently.
+    first = net(x).numpy()
     np.testing.assert_array_equal(net(x).numpy(), net(x).numpy())  # deterministic in eval
+    np.testing.assert_allclose(first, net(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_draws_a_new_mask_without_changing_the_graph():
