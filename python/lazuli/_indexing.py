@@ -48,7 +48,7 @@ def _reads_as_tuple(key):
     return tuple_like
 
 
-def _index_tensor(k, size):
+def _index_tensor(k, size, dim=0):
     """k (a tensor, list or numpy array) as an integer index tensor or a bool mask. Values of a
     host key are known now and checked against `size` here, as PyTorch does; a tensor's are
     checked when the program runs."""
@@ -64,7 +64,7 @@ def _index_tensor(k, size):
     if size is not None and arr.dtype.kind in "iu" and arr.size:
         bad = arr[(arr < -size) | (arr >= size)]
         if bad.size:
-            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension with size {size}")
+            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}")
     from ._tensor import tensor
     return tensor(arr)
 
@@ -119,7 +119,7 @@ def _parse(t, key):
             view = view._slice(dim, k.start, k.stop, step)
             dim += 1
         elif isinstance(k, (_C.Tensor, list, tuple, np.ndarray)):
-            idx = _index_tensor(k, view.shape[dim] if dim < view.ndim else None)
+            idx = _index_tensor(k, view.shape[dim] if dim < view.ndim else None, dim)
             if idx.dtype == _C.dtype.bool and idx.ndim == 0:
                 view = view.unsqueeze(dim)  # as PyTorch: a 0-d mask is a new dim, kept or emptied
                 idx = idx.reshape(1)
@@ -189,8 +189,15 @@ class _Advanced:
         self.linear = linear.reshape(-1)
         self.flat = view.permute(*self.perm).reshape(math.prod(self.sizes), *self.rest_sizes)
         # PyTorch puts the result dims where the first index was when the indices are adjacent.
-        first = self.dims[0]
-        self.at = first if self.dims == list(range(first, first + len(self.dims))) else 0
+        # A 0-d integer index is a select there (it reads the value): it removes its dim and
+        # takes no part in that placement.
+        selected = {g[0][0] for g in groups if g[2].ndim == 0 and len(g[0]) == 1}
+        placed = [d - builtins.sum(1 for s in selected if s < d) for d in self.dims if d not in selected]
+        if placed and placed == list(range(placed[0], placed[0] + len(placed))):
+            first = next(d for d in self.dims if d not in selected)
+            self.at = builtins.sum(1 for d in self.rest if d < first)
+        else:
+            self.at = 0
         self.result_shape = (tuple(self.rest_sizes[:self.at]) + self.shape +
                              tuple(self.rest_sizes[self.at:]))
 
@@ -245,7 +252,7 @@ def getitem(self, key):
         # A bool mask: the result's size depends on the values (a cut).
         _check_mask(view, dim, idx)
         lead, rest = view.shape[:dim], view.shape[dim + idx.ndim:]
-        return view.reshape(*lead, -1, *rest).index_select(dim, _flat_positions(idx))
+        return view.reshape(*lead, math.prod(idx.shape), *rest).index_select(dim, _flat_positions(idx))
     idx = _wrapped(view, dim, idx, "x[index]")
     picked = view.index_select(dim, idx.reshape(-1))
     if idx.ndim == 1:
@@ -272,7 +279,7 @@ def _set_masked(view, dim, mask, value):
         return
     positions = _flat_positions(mask)  # the value is laid out in mask order: read the mask
     src = _broadcast_value(value, lead + (positions.numel(),) + rest, view.dtype)
-    flat = view.reshape(*lead, -1, *rest)
+    flat = view.reshape(*lead, math.prod(mask.shape), *rest)
     view.copy_(flat._index_copy(dim, positions, src).reshape(*view.shape))
 
 

@@ -255,6 +255,13 @@ def test_advanced_index_values_with_an_int_between():
     assert values(y[[0, 1], 1, [0, 1]]) == [4, 17]
 
 
+def test_mask_over_a_view_with_an_empty_dim():
+    y = lz.tensor(np.zeros((2, 1, 3), np.float32))
+    assert y[lz.tensor([True, False]), 1:].shape == (1, 0, 3)
+    y[lz.tensor([True, True]), 1:] += 1
+    assert values(y) == [[[0, 0, 0]], [[0, 0, 0]]]
+
+
 def test_mask_combined_with_an_index_list():
     x = lz.tensor(X)
     assert values(x[lz.tensor([True, False, True]), [0, 1]]) == [0, 9]
@@ -312,6 +319,11 @@ def test_zero_dim_index_tensors_as_in_pytorch():
     assert x[lz.tensor(True)].shape == (1, 3, 4)
     assert x[lz.tensor(False)].shape == (0, 3, 4)
     assert values(x[lz.tensor(True), 1]) == [[4, 5, 6, 7]]
+    # PyTorch selects with a 0-d index: it takes no part in placing the other indices' dims.
+    y = lz.tensor(Y)
+    assert y[lz.tensor(0), None, [[0], [1]], -1].shape == (1, 2, 1)
+    assert values(y[None, [-1, 0, 0], ..., lz.tensor(1)][0]) == [[13, 17, 21], [1, 5, 9], [1, 5, 9]]
+    assert y[[0, 1], lz.tensor(1), [0, 1]].shape == (2,)
     raises_without_leak(IndexError, lambda: x[lz.tensor(5)], "5")
     raises_without_leak(IndexError, lambda: x[lz.tensor(1.0)], "float32")
 
