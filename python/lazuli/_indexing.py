@@ -24,7 +24,7 @@ _INTEGER_DTYPES = (_C.dtype.int64, _C.dtype.int32)
 
 
 def _is_int(x):
-    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (builtins.bool, np.bool_))
+    return isinstance(x, (numbers.Integral, np.integer)) and not _is_bool(x)
 
 
 def _is_bool(x):
@@ -64,7 +64,8 @@ def _index_tensor(k, size, dim=0):
     if size is not None and arr.dtype.kind in "iu" and arr.size:
         bad = arr[(arr < -size) | (arr >= size)]
         if bad.size:
-            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {dim} with size {size}")
+            raise IndexError(f"index {int(bad.flat[0])} is out of bounds for dimension {dim} "
+                             f"with size {size}")
     from ._tensor import tensor
     return tensor(arr)
 
@@ -160,7 +161,8 @@ class _Advanced:
         for dim, idx in advanced:
             if idx.dtype == _C.dtype.bool:
                 _check_mask(view, dim, idx)
-                groups.append((list(range(dim, dim + idx.ndim)), list(idx.shape), _flat_positions(idx)))
+                dims = list(range(dim, dim + idx.ndim))
+                groups.append((dims, list(idx.shape), _flat_positions(idx)))
             else:
                 size = view.shape[dim]
                 on_host = _C.debug.tensor_state(idx) == "host"  # values checked by _wrapped
@@ -192,7 +194,8 @@ class _Advanced:
         # A 0-d integer index is a select there (it reads the value): it removes its dim and
         # takes no part in that placement.
         selected = {g[0][0] for g in groups if g[2].ndim == 0 and len(g[0]) == 1}
-        placed = [d - builtins.sum(1 for s in selected if s < d) for d in self.dims if d not in selected]
+        placed = [d - builtins.sum(1 for s in selected if s < d)
+                  for d in self.dims if d not in selected]
         if placed and placed == list(range(placed[0], placed[0] + len(placed))):
             first = next(d for d in self.dims if d not in selected)
             self.at = builtins.sum(1 for d in self.rest if d < first)
@@ -205,7 +208,8 @@ class _Advanced:
         nb = len(self.shape)
         picked = self.flat.index_select(0, self.linear).reshape(*self.shape, *self.rest_sizes)
         if self.at:  # the index dims (first nb) move to `at`
-            order = list(range(nb, nb + self.at)) + list(range(nb)) + list(range(nb + self.at, picked.ndim))
+            order = (list(range(nb, nb + self.at)) + list(range(nb)) +
+                     list(range(nb + self.at, picked.ndim)))
             picked = picked.permute(*order).contiguous()
         return picked
 
@@ -252,7 +256,8 @@ def getitem(self, key):
         # A bool mask: the result's size depends on the values (a cut).
         _check_mask(view, dim, idx)
         lead, rest = view.shape[:dim], view.shape[dim + idx.ndim:]
-        return view.reshape(*lead, math.prod(idx.shape), *rest).index_select(dim, _flat_positions(idx))
+        flat = view.reshape(*lead, math.prod(idx.shape), *rest)
+        return flat.index_select(dim, _flat_positions(idx))
     idx = _wrapped(view, dim, idx, "x[index]")
     picked = view.index_select(dim, idx.reshape(-1))
     if idx.ndim == 1:
