@@ -293,6 +293,12 @@ def setitem(self, key, value):
     if key is False:
         return  # as PyTorch: nothing is selected, and the value is not looked at
     if not isinstance(value, _C.Tensor):
+        if not (isinstance(value, (numbers.Number, np.bool_, np.number)) or
+                isinstance(value, np.ndarray) and value.ndim == 0):
+            # As PyTorch: a list or array is not taken as a value (lz.tensor(value) is); a 0-d
+            # array, which PyTorch refuses too, stays accepted as the number it holds.
+            raise TypeError(f"x[index] = value: can't assign a {type(value).__name__} to a lazuli "
+                            f"tensor; assign a tensor (lz.tensor(value)) or a number")
         value = _C._scalar_tensor(value, self.dtype)
     view, advanced = _parse(self, key)
     if not advanced:

@@ -391,6 +391,16 @@ def test_assignment_of_a_value_that_does_not_fit_raises_and_records_nothing(key,
     assert values(b) == [[0] * 4] * 3
 
 
+@pytest.mark.parametrize("value", [[1.0, 2.0, 3.0, 4.0], np.ones(4, np.float32), "a", None],
+                         ids=["list", "ndarray", "str", "none"])
+def test_assignment_of_a_value_that_is_neither_tensor_nor_number_raises_type_error(value):
+    # PyTorch: "can't assign a list to a torch.FloatTensor"
+    b = lz.zeros(3, 4)
+    raises_without_leak(TypeError, lambda: b.__setitem__(0, value), "can't assign a", type(value).__name__)
+    b[0] = np.float32(3)  # a numpy number is a number
+    assert values(b[0]) == [3, 3, 3, 3]
+
+
 def test_max_and_min_with_dim_return_named_tuples():
     x = lz.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
     r = x.max(1)
