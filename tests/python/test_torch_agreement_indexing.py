@@ -5,6 +5,7 @@ tests do not need torch). Where Lazuli deliberately differs (ValueError for shap
 a copy for a 0-d index tensor) the test says so.
 """
 import gc
+import pickle
 import warnings
 
 import numpy as np
@@ -414,6 +415,9 @@ def test_max_and_min_with_dim_return_named_tuples():
     assert values(m[0]) == [[1, 0, 2]]
     assert "values=" in repr(r) and "indices=" in repr(r)
     assert isinstance(x.max(), lz.Tensor)  # no dim: one tensor, as in PyTorch
+    from lazuli import return_types
+    assert type(r) is return_types.max and type(m) is return_types.min
+    assert pickle.loads(pickle.dumps(return_types.max(1, 2))) == (1, 2)
 
 
 def test_indexing_leaves_no_tensors_behind():
