@@ -151,7 +151,11 @@ Tensor any(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 Tensor matmul(const Tensor& a, const Tensor& b);
 
 // ---- shape and movement (views unless noted) --------------------------------------------------
-Tensor reshape(const Tensor& x, const IntList& shape);  // one -1 allowed
+// One -1 allowed. As in PyTorch, a view where the strides PyTorch would give x allow one, else a
+// copy (a transposed tensor flattened): writes to the copy never reach x.
+Tensor reshape(const Tensor& x, const IntList& shape);
+// reshape that is always a view: throws Error (PyTorch's RuntimeError) where reshape would copy.
+Tensor view(const Tensor& x, const IntList& shape);
 Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
 Tensor unsqueeze(const Tensor& x, int64_t dim);

@@ -98,8 +98,8 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
 
   // Views: share the base's data; an in-place update of a view writes through to the base.
-  Tensor reshape(const IntList& shape) const;
-  Tensor view(const IntList& shape) const { return reshape(shape); }
+  Tensor reshape(const IntList& shape) const;  // a copy where no view can express the shape
+  Tensor view(const IntList& shape) const;     // throws where reshape would copy
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor squeeze(std::optional<int64_t> dim = std::nullopt) const;
   Tensor unsqueeze(int64_t dim) const;
@@ -111,6 +111,10 @@ class Tensor {
                std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // The strides PyTorch would give this tensor (row-major unless it is a view), and whether they
+  // are row-major: view() and reshape() follow PyTorch's aliasing rules through them.
+  std::vector<int64_t> strides() const;
+  bool is_contiguous() const;
   // A copy that is no longer a view.
   Tensor contiguous() const;
   Tensor clone() const { return contiguous(); }

@@ -19,7 +19,9 @@ std::optional<lz::Scalar> opt_scalar(const py::object& o, const char* arg) {
   return number_arg(o, arg);  // PyTorch also takes tensor bounds; Lazuli takes numbers
 }
 
-py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool is_max) {
+// max(dim) and min(dim) return (values, indices) as a named tuple, as torch.return_types.max.
+py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool is_max,
+                      py::handle result_type) {
   if (dim.is_none()) return py::cast(is_max ? lz::max(x) : lz::min(x));
   if (py::isinstance<Tensor>(dim)) {  // torch.max(a, b): elementwise
     Tensor o = dim.cast<Tensor>();
@@ -27,7 +29,7 @@ py::object max_or_min(const Tensor& x, const py::object& dim, bool keepdim, bool
   }
   int64_t d = int_arg(dim, "dim");
   auto r = is_max ? lz::max(x, d, keepdim) : lz::min(x, d, keepdim);
-  return py::make_tuple(r.first, r.second);
+  return result_type(r.first, r.second);
 }
 
 lz::IntList varargs_shape(const py::args& args) { return shape_args(args); }
@@ -178,11 +180,16 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("clip", clamp, py::arg("min") = py::none(), py::arg("max") = py::none());
   cls.def("to", &tensor_to, "to(dtype), to(device=None, dtype=None), to(other); non_blocking and copy "
           "keywords: PyTorch's forms. Lazuli's one device is 'cpu' (also 'lazy', 'lazuli', with ':0').");
-  cls.def("float", [](const Tensor& x) { return lz::cast(x, lz::DType::Float32); });
-  cls.def("double", [](const Tensor& x) { return lz::cast(x, lz::DType::Float64); });
-  cls.def("int", [](const Tensor& x) { return lz::cast(x, lz::DType::Int32); });
-  cls.def("long", [](const Tensor& x) { return lz::cast(x, lz::DType::Int64); });
-  cls.def("bool", [](const Tensor& x) { return lz::cast(x, lz::DType::Bool); });
+  // As to(dtype): the tensor itself when it has the dtype already.
+  const std::pair<const char*, lz::DType> casts[] = {
+      {"float", lz::DType::Float32}, {"double", lz::DType::Float64}, {"int", lz::DType::Int32},
+      {"long", lz::DType::Int64}, {"bool", lz::DType::Bool}};
+  for (auto [name, dt] : casts) {
+    cls.def(name, [dt = dt](py::object self) -> py::object {
+      const Tensor& x = self.cast<const Tensor&>();
+      return x.dtype() == dt ? self : py::cast(lz::cast(x, dt));
+    });
+  }
 
   // reductions
   using Reduce = Tensor (*)(const Tensor&, const lz::IntList&, bool);
@@ -194,8 +201,16 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
     m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
+  py::object namedtuple = py::module_::import("collections").attr("namedtuple");
+  for (const char* name : {"max", "min"}) {  // kept alive by the module
+    m.attr(("_" + std::string(name) + "_result").c_str()) =
+        namedtuple(name, py::make_tuple("values", "indices"), py::arg("module") = "lazuli.return_types");
+  }
   for (bool is_max : {true, false}) {
-    auto fn = [is_max](const Tensor& x, py::object dim, bool keepdim) { return max_or_min(x, dim, keepdim, is_max); };
+    py::handle result_type = m.attr(is_max ? "_max_result" : "_min_result");
+    auto fn = [is_max, result_type](const Tensor& x, py::object dim, bool keepdim) {
+      return max_or_min(x, dim, keepdim, is_max, result_type);
+    };
     m.def(is_max ? "max" : "min", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(is_max ? "max" : "min", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
@@ -240,7 +255,7 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
 
   // shape and movement
   cls.def("reshape", [](const Tensor& x, py::args shape) { return lz::reshape(x, varargs_shape(shape)); });
-  cls.def("view", [](const Tensor& x, py::args shape) { return lz::reshape(x, varargs_shape(shape)); });
+  cls.def("view", [](const Tensor& x, py::args shape) { return lz::view(x, varargs_shape(shape)); });
   m.def("reshape", [](const Tensor& x, py::object shape) { return lz::reshape(x, shape_arg(shape)); },
         py::arg("input"), py::arg("shape"));
   m.def("flatten", &lz::flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1);
@@ -261,7 +276,18 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
         py::arg("input"), py::arg("shape"));
   cls.def("broadcast_to", [](const Tensor& x, py::object s) { return lz::broadcast_to(x, shape_arg(s)); });
   cls.def("expand_as", [](const Tensor& x, const Tensor& o) { return lz::expand(x, o.shape()); });
-  cls.def("contiguous", &lz::contiguous);
+  // As PyTorch: a contiguous tensor itself (y is x), else a copy.
+  cls.def("contiguous", [](py::object self) -> py::object {
+    const Tensor& x = self.cast<const Tensor&>();
+    return x.is_contiguous() ? self : py::cast(lz::contiguous(x));
+  });
+  cls.def("is_contiguous", &Tensor::is_contiguous);
+  cls.def("stride", [](const Tensor& x, py::object dim) -> py::object {
+    std::vector<int64_t> st = x.strides();
+    if (dim.is_none()) return py::tuple(py::cast(st));
+    if (x.dim() == 0) throw py::index_error("stride(): a 0-d tensor has no dim to ask about");
+    return py::int_(st[lz::wrap_dim(int_arg(dim, "dim"), x.dim(), "stride")]);
+  }, py::arg("dim") = py::none());
   cls.def("clone", &lz::contiguous);
   cls.def("select", &lz::select, py::arg("dim"), py::arg("index"));
   cls.def("_slice", [](const Tensor& x, int64_t dim, py::object start, py::object end, int64_t step) {

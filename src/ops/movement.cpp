@@ -1,6 +1,8 @@
-// Shape and movement ops. reshape/view, flatten, squeeze, unsqueeze, transpose, permute, expand,
-// slice and select make views (DESIGN.md section 2): they share the base's data, and in-place
-// updates through them write through. cat, stack and contiguous make new tensors.
+// Shape and movement ops. view, squeeze, unsqueeze, transpose, permute, expand, slice and select
+// make views (DESIGN.md section 2): they share the base's data, and in-place updates through them
+// write through. reshape and flatten make views where PyTorch's strides allow one and copies
+// elsewhere (tensor/view_layout.h); view refuses those shapes. cat, stack and contiguous make new
+// tensors.
 #include <algorithm>
 
 #include "ops/frontend.h"
@@ -24,37 +26,68 @@ Tensor make_view(const Tensor& x, OpKind op, ir::Attrs attrs, const char* name) 
 
 }  // namespace
 
-Tensor reshape(const Tensor& x, const IntList& shape) {
-  if (!x.defined()) throw ValueError("reshape: got an undefined tensor");
+namespace {
+
+// The shape `shape` (one -1 inferred) names for x's elements; errors name `op`.
+Shape target_shape(const Tensor& x, const IntList& shape, const char* op) {
+  if (!x.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
   Shape out = shape;
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
-      if (infer >= 0) throw ValueError(desc("reshape", x) + ": only one dimension can be -1, got " + shape_str(shape));
+      if (infer >= 0) throw ValueError(desc(op, x) + ": only one dimension can be -1, got " + shape_str(shape));
       infer = static_cast<int64_t>(i);
     } else if (out[i] < 0) {
-      throw ValueError(desc("reshape", x) + ": invalid size in " + shape_str(shape));
+      throw ValueError(desc(op, x) + ": invalid size in " + shape_str(shape));
     } else if (known >= 0 && __builtin_mul_overflow(known, out[i], &known)) {
       known = -1;  // the sizes multiply past int64: no tensor has that many elements
     }
   }
   if (known < 0) {
-    throw ValueError(desc("reshape", x) + ": cannot reshape " + std::to_string(x.numel()) +
+    throw ValueError(desc(op, x) + ": cannot reshape " + std::to_string(x.numel()) +
                      " elements to " + shape_str(shape) + " (its sizes multiply past int64)");
   }
   if (infer >= 0) {
     if (known == 0 || x.numel() % known != 0) {
-      throw ValueError(desc("reshape", x) + ": cannot reshape to " + shape_str(shape));
+      throw ValueError(desc(op, x) + ": cannot reshape to " + shape_str(shape));
     }
     out[infer] = x.numel() / known;
   }
   if (numel_or_overflow(out) != x.numel()) {
-    throw ValueError(desc("reshape", x) + ": cannot reshape " + std::to_string(x.numel()) +
+    throw ValueError(desc(op, x) + ": cannot reshape " + std::to_string(x.numel()) +
                      " elements to " + shape_str(shape));
+  }
+  return out;
+}
+
+// Whether x's strides can express `out` (always, for a tensor that is not a view).
+bool viewable_as(const Tensor& x, const Shape& out) {
+  return !x.impl()->is_view() ||
+         internal::reshape_strides(x.shape(), x.impl()->strides(), out).has_value();
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, const IntList& shape) {
+  Shape out = target_shape(x, shape, "reshape");
+  ir::Attrs a;
+  a.ints = out;
+  if (viewable_as(x, out)) return make_view(x, OpKind::Reshape, a, "reshape");
+  // As PyTorch: where no view can express the shape (a transpose flattened), a copy, so writes
+  // to it never reach x (and writes to x never reach it).
+  return wrap(node(OpKind::Reshape, {frontend::value_of(x, "reshape")}, a));
+}
+
+Tensor view(const Tensor& x, const IntList& shape) {
+  Shape out = target_shape(x, shape, "view");
+  if (!viewable_as(x, out)) {
+    throw Error(desc("view", x) + " as " + shape_str(out) + ": view size is not compatible with "
+                "input tensor's size and stride (at least one dimension spans across two "
+                "contiguous subspaces); use .reshape(...) instead, which copies here");
   }
   ir::Attrs a;
   a.ints = out;
-  return make_view(x, OpKind::Reshape, a, "reshape");
+  return make_view(x, OpKind::Reshape, a, "view");
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {

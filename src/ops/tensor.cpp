@@ -201,6 +201,7 @@ Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return lz::argma
 Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return lz::argmin(*this, d, k); }
 Tensor Tensor::matmul(const Tensor& o) const { return lz::matmul(*this, o); }
 Tensor Tensor::reshape(const IntList& s) const { return lz::reshape(*this, s); }
+Tensor Tensor::view(const IntList& s) const { return lz::view(*this, s); }
 Tensor Tensor::flatten(int64_t a, int64_t b) const { return lz::flatten(*this, a, b); }
 Tensor Tensor::squeeze(std::optional<int64_t> d) const { return lz::squeeze(*this, d); }
 Tensor Tensor::unsqueeze(int64_t d) const { return lz::unsqueeze(*this, d); }
@@ -217,6 +218,14 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> s, std::optional<int64_t>
 }
 Tensor Tensor::select(int64_t d, int64_t i) const { return lz::select(*this, d, i); }
 Tensor Tensor::contiguous() const { return lz::contiguous(*this); }
+std::vector<int64_t> Tensor::strides() const {
+  check_defined("strides");
+  return impl_->strides();
+}
+bool Tensor::is_contiguous() const {
+  check_defined("is_contiguous");
+  return impl_->is_contiguous();
+}
 
 namespace {
 // The result of an in-place op must keep self's shape and be castable to self's dtype.

@@ -76,11 +76,13 @@ std::shared_ptr<TensorImpl> TensorImpl::make_view(const std::shared_ptr<TensorIm
       base = of;
     }
   }
+  Strides strides = strides_after(op.op, op.attrs, of->shape_, of->strides(), out_shape);
   ops.push_back(std::move(op));
   return create(dtype, std::move(out_shape), [&](TensorImpl& t) {
     t.state_ = TensorState::View;
     t.view_base_ = std::move(base);
     t.view_ops_ = std::move(ops);
+    t.view_strides_ = std::move(strides);
   });
 }
 

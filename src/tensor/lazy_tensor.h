@@ -8,7 +8,7 @@
 //
 // Locking (the whole order is in exec/graph_executor.h):
 // - `mu_` guards the state fields of one TensorImpl. id_, device_, created_at_, dtype_, shape_,
-//   and a view's view_base_ and view_ops_ are written before the tensor is registered and never
+//   and a view's view_base_, view_ops_ and view_strides_ are written before the tensor is registered and never
 //   after, so they are read without it.
 // - A view locks itself, then its base; nothing locks in the other order. A donating barrier
 //   holds several non-view tensors' locks at once, taken in id order, under the executor mutex;
@@ -23,6 +23,7 @@
 
 #include "backend/buffer.h"
 #include "ir/node.h"
+#include "tensor/view_layout.h"
 
 namespace lz::internal {
 
@@ -83,6 +84,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   // The base a view reads and writes through; null for a tensor that is not a view.
   std::shared_ptr<TensorImpl> view_base() const;
+  // The strides PyTorch would give this tensor (tensor/view_layout.h): row-major for a tensor of
+  // its own; a view's follow its chain. Fixed at creation.
+  Strides strides() const { return is_view() ? view_strides_ : contiguous_strides(shape_); }
+  bool is_contiguous() const { return !is_view() || is_contiguous_layout(shape_, view_strides_); }
 
   // Capture replay (exec/capture.cpp). The buffer a replay reads: a host tensor is uploaded
   // first; null unless the tensor then holds device data. *sole_owner: nothing but this tensor
@@ -142,6 +147,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   std::shared_ptr<Storage> host_;  // Host
   std::shared_ptr<TensorImpl> view_base_;  // View
   std::vector<ViewOp> view_ops_;           // View, applied base-first
+  Strides view_strides_;                   // View: its strides over the base (fixed at creation)
   ir::NodePtr view_cache_base_;            // View: base node the cached value was built from
   ir::Value view_cache_;
   bool requires_grad_ = false;             // leaf flag (autograd)

@@ -1,0 +1,5 @@
+"""The named tuples some ops return, as torch.return_types: ``max(dim)`` and ``min(dim)`` give
+``(values, indices)``, readable as ``r.values`` / ``r.indices`` or unpacked as a pair."""
+from ._C import _max_result as max, _min_result as min  # noqa: A004 (PyTorch's names)
+
+__all__ = ["max", "min"]
