@@ -50,6 +50,9 @@ EXTRA_OPINFOS = (
     "index_add", "index_copy", "take_along_dim", "outer", "inner", "broadcast_to",
     "nn.functional.cosine_similarity", "nn.functional.normalize", "diag_embed", "rot90",
 )
+# OpInfos also traced whole whose names do not match the entry they reach.
+WHOLE_EXTRA = ("nn.functional.relu", "nn.functional.threshold", "nn.functional.linear", "matmul",
+               "clamp", "split", "squeeze", "full_like", "zeros_like")
 # Random or uninitialized results: compared by shape and dtype only.
 UNORDERED_VALUES = frozenset({"empty", "empty_like", "new_empty", "empty_strided",
                               "new_empty_strided", "empty_permuted"})
@@ -72,6 +75,16 @@ NOT_IN_OPINFO = {
     lowering.aten.lift_fresh_copy.default: "tensor constants in traced code only",
     lowering.aten._unsafe_view.default: "aot_autograd's graphs only",
 }
+# PyTorch rewrites these into other overloads before any graph exists (a Python scalar becomes
+# the .Tensor overload, composites decompose at dispatch); the lazy device may still see them.
+for _name in ("all.dim", "all.dims", "arange.default", "arange.start", "bitwise_and.Scalar",
+              "bitwise_or.Scalar", "bitwise_xor.Scalar", "clamp_max.default", "clamp_min.default",
+              "copy.default", "div.Scalar_mode", "fill.Scalar", "fill.Tensor",
+              "floor_divide.Scalar", "isfinite.default", "pow.Scalar", "remainder.Scalar_Tensor",
+              "reshape.default", "rsub.Scalar", "rsub.Tensor"):
+    _packet, _overload = _name.split(".")
+    NOT_IN_OPINFO[getattr(getattr(lowering.aten, _packet), _overload)] = (
+        "rewritten before any graph; checked directly in test_lowering_table")
 
 
 @dataclasses.dataclass
@@ -81,6 +94,7 @@ class Case:
     index: int
     backward: bool
     sample: Any
+    decompose: bool = True
 
     @property
     def name(self) -> str:
@@ -89,7 +103,8 @@ class Case:
     @property
     def id(self) -> str:
         dt = lowering.dtype_name(self.dtype)
-        return f"{self.name}-{dt}-{self.index}" + ("-grad" if self.backward else "")
+        return (f"{self.name}-{dt}-{self.index}" + ("-grad" if self.backward else "") +
+                ("" if self.decompose else "-whole"))
 
 
 @dataclasses.dataclass
@@ -139,6 +154,7 @@ def cases(samples=None) -> List[Case]:
     """Every (OpInfo, dtype Lazuli has, sample) case, forward and, for floats where the OpInfo
     supports autograd, backward. Samples come from a fixed seed, so a case id names one input."""
     samples = samples or SAMPLES
+    whole_ops = _whole_opinfos()
     out = []
     for op in opinfos():
         supported = op.supported_dtypes("cpu")
@@ -152,17 +168,39 @@ def cases(samples=None) -> List[Case]:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     picked = []
-                    for s in op.sample_inputs("cpu", dt, requires_grad=grad):
+                    # sample_inputs_func, not sample_inputs: the latter walks the caller's
+                    # stack with inspect (looking for a unittest case), seconds per call under
+                    # pytest.
+                    for s in op.sample_inputs_func(op, "cpu", dt, grad):
                         if len(picked) >= samples[dt]:
                             break
                         picked.append(s)
             except Exception:  # noqa: BLE001 (an OpInfo that cannot make samples here)
                 continue
+            whole = id(op) in whole_ops
             for i, s in enumerate(picked):
                 out.append(Case(op, dt, i, False, s))
                 if grad:
                     out.append(Case(op, dt, i, True, s))
+                if whole and i == 0:
+                    out.append(Case(op, dt, i, False, s, decompose=False))
+                    if grad:
+                        out.append(Case(op, dt, i, True, s, decompose=False))
     return out
+
+
+def _whole_opinfos():
+    """OpInfos named after an entry that decompositions() takes apart (sum.default, t,
+    threshold_backward...): their first sample per dtype is also traced without decompositions,
+    so those entries, which a front end without aot_autograd sees, are checked too."""
+    table = lowering.decompositions()
+    bases = set()
+    for op in lowering.TABLE:
+        if op in table:
+            base = op.name().split("::")[-1]
+            bases.update({base, base.lstrip("_")})
+    return {id(op) for op in opinfos()
+            if {op.name, op.name.split(".")[-1], op.aten_name} & bases or op.name in WHOLE_EXTRA}
 
 
 def _to_lz(t):
@@ -251,8 +289,8 @@ def check(case) -> Result:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            gm = make_fx(torch.func.functionalize(fn), lowering.decompositions(),
-                         tracing_mode="real")(*inputs)
+            table = lowering.decompositions() if case.decompose else {}
+            gm = make_fx(torch.func.functionalize(fn), table, tracing_mode="real")(*inputs)
     except Exception as e:  # noqa: BLE001
         return Result(set(), fallback=f"not traceable ({type(e).__name__})")
     used = set()
