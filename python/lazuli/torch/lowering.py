@@ -17,8 +17,9 @@ values from the FX graph, whose dtypes and shapes are known) in tensor positions
 when the entry applies, else a short reason ("alpha != 1 on an integer tensor").
 
 The entries live in lowering_pointwise.py (elementwise ops and activations), lowering_reduce.py
-(reductions, softmax, normalization, matrix products) and lowering_shape.py (views, joins,
-indexing, creation, copies); importing this module registers them all. Every entry is checked
+(reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
+indexing, creation, copies) and lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
+addcmul, addcdiv); importing this module registers them all. Every entry is checked
 against eager PyTorch on the sample inputs of PyTorch's OpInfo database
 (tests/python/torch_frontend/test_opinfo.py; the results are in docs/torch-support.md).
 """
@@ -369,4 +370,4 @@ def cast(t, dt):
 
 
 # Registers the entries (each module imports `lower` and the helpers above).
-from . import lowering_pointwise, lowering_reduce, lowering_shape  # noqa: E402,F401
+from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001
