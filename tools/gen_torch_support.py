@@ -85,10 +85,12 @@ def render(per_op, opinfos, fallbacks, totals, failures, seconds):
     lines += ["## The table", "", "| op | forward | backward | dtypes | notes | OpInfos |",
               "|---|---|---|---|---|---|"]
     for row in rows:
-        op = next(o for o in lowering.TABLE if str(o) == row["op"])
+        op = next((o for o in lowering.TABLE if str(o) == row["op"]), None)
         c = per_op.get(op, collections.Counter())
         note = row["conditions"]
-        if op in lowering_opinfo.NOT_IN_OPINFO:
+        if op is None:  # a LATE entry whose op is not registered in this process
+            note = (note + "; " if note else "") + "registered by torch._inductor (aot_autograd's lerp)"
+        elif op in lowering_opinfo.NOT_IN_OPINFO:
             note = (note + "; " if note else "") + "not in OpInfo: " + lowering_opinfo.NOT_IN_OPINFO[op]
         names = sorted(opinfos.get(op, ()))
         shown = ", ".join(names[:4]) + (f" +{len(names) - 4}" if len(names) > 4 else "")

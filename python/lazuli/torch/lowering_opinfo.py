@@ -301,7 +301,8 @@ def check(case) -> Result:
     for node in gm.graph.nodes:
         reason = lowering.why_not_lowered(node)
         if reason is not None:
-            return Result(set(), fallback=f"{node.target}: {reason}")
+            whole = "" if case.decompose else " (traced without decompositions)"
+            return Result(set(), fallback=f"{node.target}: {reason}{whole}")
         if node.op == "call_function" and node.target in lowering.TABLE:
             used.add(node.target)
     where = f"{case.id}: {_describe(case)}"
