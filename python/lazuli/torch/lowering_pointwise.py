@@ -39,31 +39,34 @@ def _alpha_when(a, b, alpha=1):
     return None
 
 
+def _scaled(b, alpha, dt):
+    """alpha * b in the result dtype (b already cast to it)."""
+    if alpha == 1:
+        return b
+    if isinstance(b, lz.Tensor):
+        return lz.mul(b, cast(alpha, dt))
+    return cast(b * alpha, dt)
+
+
 @lower(aten.add.Tensor, aten.add.Scalar, dtypes=ALL, when=_alpha_when,
        note="bool + bool is logical or")
 def _add(a, b, alpha=1):
     a, b, dt = _binary(a, b)
     if dt == torch.bool:
         return lz.logical_or(a, b)
-    return lz.add(a, b if alpha == 1 else lz.mul(b, cast(alpha, dt)) if isinstance(b, lz.Tensor)
-                  else b * alpha)
+    return lz.add(a, _scaled(b, alpha, dt))
 
 
-def _sub_when(a, b, alpha=1):
-    return _alpha_when(a, b, alpha)
-
-
-@lower(aten.sub.Tensor, aten.sub.Scalar, dtypes=NUMBERS, when=_sub_when)
+@lower(aten.sub.Tensor, aten.sub.Scalar, dtypes=NUMBERS, when=_alpha_when)
 def _sub(a, b, alpha=1):
     a, b, dt = _binary(a, b)
-    return lz.sub(a, b if alpha == 1 else lz.mul(b, cast(alpha, dt)) if isinstance(b, lz.Tensor)
-                  else b * alpha)
+    return lz.sub(a, _scaled(b, alpha, dt))
 
 
-@lower(aten.rsub.Tensor, aten.rsub.Scalar, dtypes=NUMBERS, when=_sub_when)
+@lower(aten.rsub.Tensor, aten.rsub.Scalar, dtypes=NUMBERS, when=_alpha_when)
 def _rsub(a, b, alpha=1):
     a, b, dt = _binary(a, b)
-    return lz.sub(b, a if alpha == 1 else lz.mul(a, cast(alpha, dt)))
+    return lz.sub(b, _scaled(a, alpha, dt))
 
 
 @lower(aten.mul.Tensor, aten.mul.Scalar, dtypes=ALL, note="bool * bool is logical and")
