@@ -99,7 +99,10 @@ def test_tensor_constant_in_the_graph_is_copied_in():
     np.testing.assert_array_equal(out.numpy(), const.numpy())
 
 
-def test_entry_for_an_op_registered_later_applies_once_it_exists():
+def test_entry_for_an_op_registered_later_applies_once_it_exists(monkeypatch):
+    # Copies of the table, so the test entry does not outlive the test.
+    monkeypatch.setattr(lowering, "LATE", dict(lowering.LATE))
+    monkeypatch.setattr(lowering, "TABLE", dict(lowering.TABLE))
     lib = torch.library.Library("lazuli_lowering_test", "FRAGMENT")
     lowering.lower("lazuli_lowering_test::twice.default", note="test")(lambda a: lz.mul(a, 2.0))
     lib.define("twice(Tensor a) -> Tensor")
@@ -152,6 +155,8 @@ DIRECT = {
     "reshape.default": (lambda x: aten.reshape.default(x, [-1]), _F),
     "rsub.Scalar": (lambda x: aten.rsub.Scalar(x, 2), _I),
     "rsub.Tensor": (lambda x, y: aten.rsub.Tensor(x, y, alpha=2), _F, _I),
+    "lerp.Tensor": (lambda x, y, w: aten.lerp.Tensor(x, y, w), _F, _F * 3,
+                    torch.tensor([[0.2, 0.7], [0.5, -0.1]])),
 }
 
 

@@ -78,8 +78,10 @@ def test_forward_on_cpu_backend(case):
 def test_every_entry_is_exercised():
     if _RAN["forward"] != len(FORWARD):
         pytest.skip("needs the whole forward run")
+    # LATE entries (inductor's prims.fma) are exercised by test_lowering_training's steps.
+    late = {op for op in lowering.TABLE if f"{op.name()}.{op._overloadname}" in lowering.LATE}
     missing = sorted(str(op) for op in lowering.TABLE
-                     if op not in _EXERCISED and op not in harness.NOT_IN_OPINFO)
+                     if op not in _EXERCISED and op not in harness.NOT_IN_OPINFO and op not in late)
     assert not missing, f"entries no OpInfo sample reached: {missing}"
 
 
