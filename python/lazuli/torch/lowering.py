@@ -15,10 +15,18 @@ Lazuli ops only: no value reads, no torch calls.
 Conventions for ``when``: it takes the same arguments, with the torch tensors (FakeTensors or meta
 values from the FX graph, whose dtypes and shapes are known) in tensor positions, and returns None
 when the entry applies, else a short reason ("alpha != 1 on an integer tensor").
+
+The entries live in lowering_pointwise.py (elementwise ops and activations), lowering_reduce.py
+(reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
+indexing, creation, copies) and lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
+addcmul, addcdiv); importing this module registers them all. Every entry is checked
+against eager PyTorch on the sample inputs of PyTorch's OpInfo database
+(tests/python/torch_frontend/test_opinfo.py; the results are in docs/torch-support.md).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 from typing import Any, Callable, Dict, FrozenSet, Optional
 
@@ -27,6 +35,7 @@ import torch
 import lazuli as lz
 
 aten = torch.ops.aten
+prims = torch.ops.prims
 
 # Dtypes Lazuli has, both ways.
 TORCH_TO_LZ = {
@@ -59,12 +68,21 @@ class Lowering:
 
 TABLE: Dict[torch._ops.OpOverload, Lowering] = {}
 
+# Entries for ops registered by a PyTorch module the table does not import (inductor's prims.fma,
+# which its decompositions of lerp and softmax_backward emit): qualified overload name -> the
+# arguments of lower(); entered into TABLE the first time the op is looked up.
+LATE: Dict[str, tuple] = {}
+
 
 def lower(*targets, dtypes=FLOATS, when=None, note=""):
-    """Decorator: `fn` lowers each of `targets` (ATen overloads) under the given conditions."""
+    """Decorator: `fn` lowers each of `targets` (ATen overloads, or qualified names such as
+    "prims::fma.default" of ops that may not be registered yet) under the given conditions."""
 
     def register(fn):
         for t in targets:
+            if isinstance(t, str):
+                LATE[t] = (fn, frozenset(dtypes), when, note)
+                continue
             if t in TABLE:
                 raise ValueError(f"lowering table: {t} has two entries")
             TABLE[t] = Lowering(t, fn, frozenset(dtypes), when, note)
@@ -81,38 +99,78 @@ def _tensors(value):
             yield from _tensors(v)
 
 
+def dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def lookup(target) -> Optional[Lowering]:
+    """The table's entry for an overload, or None."""
+    e = TABLE.get(target)
+    if e is None and isinstance(target, torch._ops.OpOverload):
+        late = LATE.get(f"{target.name()}.{target._overloadname}")
+        if late is not None:
+            e = TABLE[target] = Lowering(target, *late)
+    return e
+
+
 def why_not(target, args, kwargs) -> Optional[str]:
     """None when the table lowers `target` applied to these arguments (torch tensors or metas in
     tensor positions), else why not, in a few words."""
-    entry = TABLE.get(target)
+    entry = lookup(target)
     if entry is None:
         return "no lowering"
     for t in _tensors((args, tuple(kwargs.values()))):
         if t.dtype not in entry.dtypes:
-            return f"dtype {str(t.dtype).replace('torch.', '')} not supported"
+            return f"dtype {dtype_name(t.dtype)} not supported"
         if t.device.type not in ("cpu", "meta"):
             return f"device {t.device}"
+        if t.layout != torch.strided:
+            return f"layout {t.layout}"
     if entry.when is not None:
-        return entry.when(*args, **kwargs)
+        try:
+            return entry.when(*args, **kwargs)
+        except TypeError as e:  # arguments the entry does not know (a newer schema)
+            return f"unexpected arguments ({e})"
     return None
+
+
+# Python functions on sizes (SymInts under dynamic shapes) that appear in ATen graphs between
+# ATen calls; interpret evaluates them on the concrete values.
+SIZE_FUNCTIONS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
+    operator.neg, operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
+    operator.ge, operator.and_, operator.or_, operator.not_, max, min, abs,
+})
+
+
+def _meta(a):
+    if isinstance(a, torch.fx.Node):
+        return a.meta.get("val", a.meta.get("example_value"))
+    return a
 
 
 def why_not_lowered(node: "torch.fx.Node") -> Optional[str]:
     """The same question about an FX node of an ATen graph (after aot_autograd), read from the
-    `val` metadata of its inputs; None when it lowers."""
+    `val` metadata of its inputs and outputs; None when it lowers."""
+    if node.op == "get_attr":  # a tensor constant: copied into Lazuli by interpret
+        val = _meta(node)
+        if isinstance(val, torch.Tensor) and val.dtype not in TORCH_TO_LZ:
+            return f"constant of dtype {dtype_name(val.dtype)}"
+        return None
     if node.op != "call_function" or node.target is operator.getitem:
+        return None
+    if node.target in SIZE_FUNCTIONS:
         return None
     if not isinstance(node.target, torch._ops.OpOverload):
         return "not an ATen overload"
-
-    def meta(a):
-        if isinstance(a, torch.fx.Node):
-            return a.meta.get("val", a.meta.get("example_value"))
-        return a
-
-    args = torch.fx.node.map_aggregate(node.args, meta)
-    kwargs = torch.fx.node.map_aggregate(node.kwargs, meta)
-    return why_not(node.target, args, kwargs)
+    args = torch.fx.node.map_aggregate(node.args, _meta)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, _meta)
+    reason = why_not(node.target, args, kwargs)
+    if reason is None:
+        for t in _tensors(_meta(node)):  # an output dtype Lazuli lacks (a cast to float16)
+            if t.dtype not in TORCH_TO_LZ:
+                return f"result dtype {dtype_name(t.dtype)} not supported"
+    return reason
 
 
 def supported_ops():
@@ -121,34 +179,79 @@ def supported_ops():
     for e in TABLE.values():
         rows.append({
             "op": e.name,
-            "dtypes": sorted(str(d).replace("torch.", "") for d in e.dtypes),
+            "dtypes": sorted(dtype_name(d) for d in e.dtypes),
             "conditions": e.note,
         })
+    for name, (_, dtypes, _, note) in LATE.items():
+        op = name.replace("::", ".")
+        if all(r["op"] != op for r in rows):
+            rows.append({"op": op, "dtypes": sorted(dtype_name(d) for d in dtypes),
+                         "conditions": note})
     return sorted(rows, key=lambda r: r["op"])
+
+
+class LoweringMismatch(RuntimeError):
+    """An entry produced a result whose dtype or shape differs from the FX graph's metadata (what
+    eager PyTorch gives): a bug in the entry, caught before anything runs."""
+
+
+def _check_result(node, value):
+    expected = _meta(node)
+    if expected is None:
+        return
+    got = value if isinstance(value, (list, tuple)) else (value,)
+    want = expected if isinstance(expected, (list, tuple)) else (expected,)
+    for g, w in zip(got, want):
+        if not isinstance(w, torch.Tensor) or not isinstance(g, lz.Tensor):
+            continue
+        shape = tuple(int(s) if isinstance(s, int) else s for s in w.shape)
+        if LZ_TO_TORCH.get(int(g.dtype)) != w.dtype or (
+                all(isinstance(s, int) for s in shape) and tuple(g.shape) != shape):
+            raise LoweringMismatch(
+                f"lazuli: the lowering of {node.target} (node {node.name}) gave "
+                f"{g.dtype} {tuple(g.shape)}, PyTorch gives {dtype_name(w.dtype)} {shape}")
+
+
+def _constant(gm, node):
+    """A tensor constant of the graph (get_attr), copied into a Lazuli tensor."""
+    value = gm
+    for part in node.target.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, torch.Tensor):
+        return value
+    import numpy as np
+    return lz.from_numpy(np.array(value.detach().cpu().numpy(), order="C"))
 
 
 def interpret(gm: "torch.fx.GraphModule", *args):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
-    output's structure is returned with Lazuli tensors in it. Records only; runs nothing."""
+    output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Each
+    result is checked against the node's metadata (dtype, shape) where the graph has it
+    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in."""
     env = {}
     it = iter(args)
+
+    def load(a):
+        return env[a] if isinstance(a, torch.fx.Node) else a
+
     for node in gm.graph.nodes:
         if node.op == "placeholder":
             env[node] = next(it)
         elif node.op == "call_function":
-            load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
             a = torch.fx.node.map_aggregate(node.args, load)
             kw = torch.fx.node.map_aggregate(node.kwargs, load)
-            if node.target is operator.getitem:
-                env[node] = a[0][a[1]]
+            if node.target is operator.getitem or node.target in SIZE_FUNCTIONS:
+                env[node] = node.target(*a, **kw)
                 continue
-            entry = TABLE.get(node.target)
+            entry = lookup(node.target)
             if entry is None:
                 raise NotImplementedError(f"lazuli: no lowering for {node.target} (node {node.name})")
             env[node] = entry.fn(*a, **kw)
+            _check_result(node, env[node])
+        elif node.op == "get_attr":
+            env[node] = _constant(gm, node)
         elif node.op == "output":
-            load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a  # noqa: E731
             return torch.fx.node.map_aggregate(node.args[0], load)
         else:
             raise NotImplementedError(f"lazuli: FX node kind {node.op} ({node.name})")
@@ -156,94 +259,112 @@ def interpret(gm: "torch.fx.GraphModule", *args):
 
 
 # ---------------------------------------------------------------------------------------------
-# Entries. Keep them grouped as ATen's native_functions.yaml groups them; one entry per overload.
-
-@lower(aten.add.Tensor, dtypes=NUMBERS)
-def _add(a, b, alpha=1):
-    return lz.add(a, b if alpha == 1 else b * alpha)
-
-
-@lower(aten.sub.Tensor, dtypes=NUMBERS)
-def _sub(a, b, alpha=1):
-    return lz.sub(a, b if alpha == 1 else b * alpha)
-
-
-@lower(aten.mul.Tensor, dtypes=NUMBERS)
-def _mul(a, b):
-    return lz.mul(a, b)
-
-
-@lower(aten.div.Tensor, dtypes=FLOATS)
-def _div(a, b):
-    return lz.div(a, b)
-
-
-@lower(aten.neg.default, dtypes=NUMBERS)
-def _neg(a):
-    return lz.neg(a)
-
-
-@lower(aten.exp.default)
-def _exp(a):
-    return lz.exp(a)
-
-
-@lower(aten.tanh.default)
-def _tanh(a):
-    return lz.tanh(a)
+# The decomposition table.
+#
+# PyTorch's core ATen decompositions (torch._decomp.core_aten_decompositions) take aot_autograd's
+# and make_fx's graphs down to the ~190 ops of the Core ATen IR, the set PyTorch keeps stable and
+# the table is written against; the softmax, layer-norm and loss backward ops, addcmul/addcdiv/lerp
+# of the optimizers, silu, stack, split, t, transpose and the like all decompose there. On top of
+# them, the decompositions PyTorch ships outside the core set for the ops listed below, each added
+# only while the table has no entry of its own for that op (an entry keeps the op whole: fewer
+# nodes, eager's formula): batch and group norm (to mean/var with running statistics), std_mean,
+# addmv/addbmm, masked_fill, index_add, _unsafe_index and a few activations.
+_EXTRA_DECOMPOSITIONS = (
+    "std_mean.correction",
+    "native_batch_norm.default",  # training BatchNorm through mean/var (running stats included)
+    "_native_batch_norm_legit_functional.default",
+    "_native_batch_norm_legit.default",
+    "_native_batch_norm_legit_no_training.default",
+    "native_group_norm.default",
+    "addmv.default",
+    "addbmm.default",
+    "hardtanh.default",
+    "leaky_relu.default",
+    "elu.default",
+    "erfc.default",
+    "log2.default",
+    "log10.default",
+    "exp2.default",
+    "_unsafe_index.Tensor",
+    "index_add.default",
+    "masked_fill.Scalar",
+    "masked_fill.Tensor",
+)
 
 
-@lower(aten.relu.default, dtypes=NUMBERS)
-def _relu(a):
-    return lz.relu(a)
+@functools.lru_cache(maxsize=None)
+def _decomposition_table():
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    extra = []
+    for name in _EXTRA_DECOMPOSITIONS:
+        base, overload = name.rsplit(".", 1)
+        packet = getattr(aten, base, None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        if op is not None and op not in TABLE:
+            extra.append(op)
+    table.update(get_decompositions(extra))
+    return table
 
 
-@lower(aten.threshold_backward.default, dtypes=FLOATS)
-def _threshold_backward(grad, x, threshold):
-    return lz.where(x <= threshold, lz.zeros_like(grad), grad)
+def decompositions():
+    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions plus
+    the extras above. A new dict each call (callers may add to theirs)."""
+    return dict(_decomposition_table())
 
 
-@lower(aten.mm.default)
-def _mm(a, b):
-    return lz.matmul(a, b)
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the entry modules.
+
+def lz_dtype(dt):
+    """The Lazuli dtype of a torch dtype (None stays None)."""
+    return None if dt is None else TORCH_TO_LZ[dt]
 
 
-@lower(aten.addmm.default, when=lambda bias, a, b, beta=1, alpha=1: None
-       if beta == 1 and alpha == 1 else "beta or alpha != 1", note="beta == alpha == 1")
-def _addmm(bias, a, b, beta=1, alpha=1):
-    return lz.add(lz.matmul(a, b), bias)
+def torch_dtype(t):
+    return LZ_TO_TORCH[int(t.dtype)]
 
 
-@lower(aten.t.default, dtypes=ALL)
-def _t(a):
-    return a if a.ndim < 2 else lz.transpose(a, 0, 1)
+def _tier(o):
+    if isinstance(o, lz.Tensor):
+        return (0 if o.ndim else 1), torch_dtype(o)
+    if isinstance(o, bool):
+        return 2, torch.bool
+    if isinstance(o, int):
+        return 2, torch.int64
+    return 2, torch.get_default_dtype()
 
 
-@lower(aten.view.default, aten._unsafe_view.default, aten.reshape.default, dtypes=ALL)
-def _view(a, shape):
-    return lz.reshape(a, tuple(shape))
+def _category(dt):
+    return 2 if dt.is_floating_point else (0 if dt == torch.bool else 1)
 
 
-@lower(aten.sum.dim_IntList, dtypes=NUMBERS,
-       when=lambda a, dim, keepdim=False, dtype=None: None if dtype is None else "dtype= given",
-       note="no dtype=")
-def _sum_dim(a, dim, keepdim=False, dtype=None):
-    return lz.sum(a, tuple(dim) if dim else None, keepdim)
+def promote(*operands):
+    """The result dtype (a torch dtype) of PyTorch's type promotion over these operands (Lazuli
+    tensors, Python numbers; None skipped): dimensioned tensors, then zero-dim tensors, then
+    numbers, a lower tier counting only when its category (bool < int < float) is higher."""
+    tiers = [None, None, None]
+    for o in operands:
+        if o is None:
+            continue
+        tier, dt = _tier(o)
+        tiers[tier] = dt if tiers[tier] is None else torch.promote_types(tiers[tier], dt)
+    r = None
+    for dt in tiers:
+        if dt is not None and (r is None or _category(dt) > _category(r)):
+            r = dt
+    return r
 
 
-@lower(aten.mean.dim, when=lambda a, dim, keepdim=False, dtype=None: None
-       if dtype is None else "dtype= given", note="no dtype=")
-def _mean_dim(a, dim, keepdim=False, dtype=None):
-    return lz.mean(a, tuple(dim) if dim else None, keepdim)
+def cast(t, dt):
+    """`t` (a Lazuli tensor or a Python number) as torch dtype `dt`."""
+    if isinstance(t, lz.Tensor):
+        return t if torch_dtype(t) == dt else t.to(TORCH_TO_LZ[dt])
+    if dt == torch.bool:
+        return bool(t)
+    return float(t) if dt.is_floating_point else int(t)
 
 
-@lower(aten.sum.default, dtypes=NUMBERS,
-       when=lambda a, dtype=None: None if dtype is None else "dtype= given", note="no dtype=")
-def _sum(a, dtype=None):
-    return lz.sum(a)
-
-
-@lower(aten.mean.default,
-       when=lambda a, dtype=None: None if dtype is None else "dtype= given", note="no dtype=")
-def _mean(a, dtype=None):
-    return lz.mean(a)
+# Registers the entries (each module imports `lower` and the helpers above).
+from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001

@@ -1,0 +1,353 @@
+"""Checks the lowering table against PyTorch's OpInfo database (op_db), the sample inputs PyTorch's
+own test suite runs every op on. Used by tests/python/torch_frontend/test_opinfo.py and
+tools/gen_torch_support.py; `python -m lazuli.torch.lowering_opinfo` prints a summary.
+
+A case is one sample input of one OpInfo at one dtype, forward or backward. `check(case)` traces
+the op with make_fx (functionalized, decomposed with lowering.decompositions()), asks the table
+whether every node lowers (a node that does not is a fallback, not a failure), records the graph
+on Lazuli tensors with lowering.interpret, runs it, and compares the values with eager PyTorch
+(torch.testing.assert_close at its default tolerances for the dtype). Backward is make_fx of a
+torch.func.vjp function, compared with the same function run eagerly.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from typing import Any, List, Optional, Set
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import lazuli as lz
+
+from . import lowering
+
+DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool)
+
+# OpInfos whose names do not match an entry's op but that reach entries through decompositions
+# (the models' ops: linear, softmax, layer_norm, cross_entropy, the optimizers' lerp/addcdiv...).
+EXTRA_OPINFOS = (
+    "nn.functional.linear", "nn.functional.relu", "softmax", "log_softmax", "nn.functional.softmax",
+    "nn.functional.log_softmax", "nn.functional.layer_norm", "nn.functional.gelu",
+    "nn.functional.embedding", "nn.functional.cross_entropy", "nn.functional.nll_loss",
+    "nn.functional.mse_loss", "nn.functional.silu", "nn.functional.hardtanh",
+    "nn.functional.leaky_relu", "nn.functional.elu", "nn.functional.pad", "matmul", "stack",
+    "chunk", "std", "lerp", "addcmul", "addcdiv", "square", "true_divide", "masked_fill",
+    "zeros_like", "ones_like", "triu", "tril", "unbind", "narrow", "expand_as", "view_as",
+    "flatten", "unflatten", "movedim", "T", "mT", "sgn", "frac", "xlogy", "logaddexp",
+    "nn.functional.softplus", "nn.functional.hardswish", "nn.functional.hardsigmoid",
+    "nn.functional.mish", "nn.functional.relu6", "nn.functional.threshold", "nn.functional.glu",
+    "nn.functional.binary_cross_entropy", "nn.functional.batch_norm", "nn.functional.group_norm",
+    "linalg.vector_norm", "norm", "roll", "hstack", "vstack", "dstack", "column_stack",
+    "split_with_sizes", "tensor_split", "hsplit", "vsplit", "new_zeros", "new_ones", "new_full",
+    "zeros", "ones", "logit", "float", "double", "long", "int", "bool", "std_mean", "var_mean",
+    "addmv", "addbmm", "baddbmm", "nn.functional.softsign", "nn.functional.tanhshrink",
+    "nn.functional.celu", "nn.functional.selu", "nn.functional.logsigmoid", "heaviside",
+    "nan_to_num", "clamp_min", "clamp_max", "positive", "select_scatter", "slice_scatter",
+    "index_add", "index_copy", "take_along_dim", "outer", "inner", "broadcast_to",
+    "nn.functional.cosine_similarity", "nn.functional.normalize", "diag_embed", "rot90",
+)
+# OpInfos also traced whole whose names do not match the entry they reach.
+WHOLE_EXTRA = ("nn.functional.relu", "nn.functional.threshold", "nn.functional.linear", "matmul",
+               "clamp", "split", "squeeze", "full_like", "zeros_like")
+# Random or uninitialized results: compared by shape and dtype only.
+UNORDERED_VALUES = frozenset({"empty", "empty_like", "new_empty", "empty_strided",
+                              "new_empty_strided", "empty_permuted"})
+SKIP_OPINFOS = frozenset({"nn.functional.dropout", "bernoulli", "normal", "rand_like",
+                          "randn_like", "randint_like", "multinomial", "uniform",
+                          "nn.functional.feature_alpha_dropout", "nn.functional.alpha_dropout",
+                          "nn.functional.dropout2d", "nn.functional.dropout3d"})
+
+# Tolerances wider than assert_close's defaults, with why.
+TOLERANCES = {
+    # Normalizing a single element: eager's x - mean is rounding noise (~1e-8) times rsqrt(eps);
+    # Lazuli's is exactly 0, and the weight gradient shows the difference.
+    "nn.functional.layer_norm": dict(rtol=1.3e-6, atol=1e-4),
+}
+
+# Entries no OpInfo sample reaches (with why); test_every_entry_is_exercised allows these.
+NOT_IN_OPINFO = {
+    lowering.aten.sym_size.int: "shapes under dynamic=True only",
+    lowering.aten.alias.default: "functionalized views of graph inputs only",
+    lowering.aten.lift_fresh_copy.default: "tensor constants in traced code only",
+    lowering.aten._unsafe_view.default: "aot_autograd's graphs only",
+}
+# No sample's graph reaches these: PyTorch rewrites most into other overloads before any graph
+# exists (a Python scalar becomes the .Tensor overload, composites decompose at dispatch), and
+# lerp's first samples take a scalar weight; the lazy device may still see them.
+for _name in ("all.dim", "all.dims", "arange.default", "arange.start", "bitwise_and.Scalar",
+              "bitwise_or.Scalar", "bitwise_xor.Scalar", "clamp_max.default", "clamp_min.default",
+              "copy.default", "div.Scalar_mode", "fill.Scalar", "fill.Tensor",
+              "floor_divide.Scalar", "isfinite.default", "pow.Scalar", "remainder.Scalar_Tensor",
+              "reshape.default", "rsub.Scalar", "rsub.Tensor", "lerp.Tensor"):
+    _packet, _overload = _name.split(".")
+    NOT_IN_OPINFO[getattr(getattr(lowering.aten, _packet), _overload)] = (
+        "no sample's graph has it; checked directly in test_lowering_table")
+# The foreach ops' OpInfos live outside op_db; the optimizers' steps exercise them.
+for _op in lowering.TABLE:
+    if _op.name().startswith("aten::_foreach_"):
+        NOT_IN_OPINFO[_op] = "not in op_db; checked by test_lowering_training's optimizer steps"
+
+
+@dataclasses.dataclass
+class Case:
+    op: Any  # an OpInfo
+    dtype: torch.dtype
+    index: int
+    backward: bool
+    sample: Any
+    decompose: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.op.name + ("." + self.op.variant_test_name if self.op.variant_test_name else "")
+
+    @property
+    def id(self) -> str:
+        dt = lowering.dtype_name(self.dtype)
+        return (f"{self.name}-{dt}-{self.index}" + ("-grad" if self.backward else "") +
+                ("" if self.decompose else "-whole"))
+
+
+@dataclasses.dataclass
+class Result:
+    lowered_ops: Set[Any]
+    fallback: Optional[str] = None
+    error: Optional[str] = None
+
+    @property
+    def passed(self) -> bool:
+        return self.fallback is None and self.error is None
+
+
+def _table_bases():
+    bases = set()
+    for op in lowering.TABLE:
+        base = op.name().split("::")[-1].split(".")[0]
+        bases.add(base)
+        bases.add(base.lstrip("_"))
+    return bases
+
+
+@functools.lru_cache(maxsize=None)
+def opinfos():
+    """The OpInfos that exercise the table: picked by name (scanning all of op_db by tracing takes
+    minutes), sorted by name."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from torch.testing._internal.common_methods_invocations import op_db
+    bases = _table_bases()
+    picked = []
+    for op in op_db:
+        names = {op.name, op.name.split(".")[-1], op.aten_name}
+        if op.name in SKIP_OPINFOS:
+            continue
+        if names & bases or op.name in EXTRA_OPINFOS:
+            picked.append(op)
+    return sorted(picked, key=lambda o: (o.name, o.variant_test_name))
+
+
+# Samples per dtype (forward; backward takes the same samples, floats only): float32 gets the most,
+# the others enough to pin promotion and integer semantics, so the module runs in about a minute.
+SAMPLES = {torch.float32: 3, torch.float64: 1, torch.int32: 1, torch.int64: 2, torch.bool: 1}
+
+
+def cases(samples=None) -> List[Case]:
+    """Every (OpInfo, dtype Lazuli has, sample) case, forward and, for floats where the OpInfo
+    supports autograd, backward. Samples come from a fixed seed, so a case id names one input."""
+    samples = samples or SAMPLES
+    whole_ops = _whole_opinfos()
+    out = []
+    for op in opinfos():
+        supported = op.supported_dtypes("cpu")
+        for dt in DTYPES:
+            if dt not in supported:
+                continue
+            grad = bool(op.supports_autograd and dt.is_floating_point and
+                        dt in op.supported_backward_dtypes("cpu"))
+            torch.manual_seed(0)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    picked = []
+                    # sample_inputs_func, not sample_inputs: the latter walks the caller's
+                    # stack with inspect (looking for a unittest case), seconds per call under
+                    # pytest.
+                    for s in op.sample_inputs_func(op, "cpu", dt, grad):
+                        if len(picked) >= samples[dt]:
+                            break
+                        picked.append(s)
+            except Exception:  # noqa: BLE001 (an OpInfo that cannot make samples here)
+                continue
+            whole = id(op) in whole_ops
+            for i, s in enumerate(picked):
+                out.append(Case(op, dt, i, False, s))
+                if grad:
+                    out.append(Case(op, dt, i, True, s))
+                if whole and i == 0:
+                    out.append(Case(op, dt, i, False, s, decompose=False))
+                    if grad:
+                        out.append(Case(op, dt, i, True, s, decompose=False))
+    return out
+
+
+def _whole_opinfos():
+    """OpInfos named after an entry that decompositions() takes apart (sum.default, t,
+    threshold_backward...): their first sample per dtype is also traced without decompositions,
+    so those entries, which a front end without aot_autograd sees, are checked too."""
+    table = lowering.decompositions()
+    bases = set()
+    for op in lowering.TABLE:
+        if op in table:
+            base = op.name().split("::")[-1].split(".")[0]  # name() has the overload
+            bases.update({base, base.lstrip("_")})
+    return {id(op) for op in opinfos()
+            if {op.name, op.name.split(".")[-1], op.aten_name} & bases or op.name in WHOLE_EXTRA}
+
+
+def _to_lz(t):
+    return lz.from_numpy(np.array(t.detach().numpy(), order="C"))
+
+
+def _to_torch(t):
+    return torch.from_numpy(np.array(t.numpy()))
+
+
+def _describe(case):
+    def d(x):
+        if isinstance(x, torch.Tensor):
+            return f"{lowering.dtype_name(x.dtype)}{list(x.shape)}"
+        if isinstance(x, (list, tuple)):
+            return "[" + ", ".join(d(v) for v in x) + "]"
+        return repr(x)
+    s = case.sample
+    kw = ", ".join(f"{k}={d(v)}" for k, v in s.kwargs.items())
+    return f"{case.name}({d(s.input)}, {', '.join(d(a) for a in s.args)}{', ' if kw else ''}{kw})"
+
+
+def _flat_function(case):
+    """(tensor leaves of the sample, a function of them that calls the op)."""
+    s = case.sample
+    leaves, spec = pytree.tree_flatten((s.input, s.args, s.kwargs))
+    idx = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def call(*ts):
+        ls = list(leaves)
+        for i, t in zip(idx, ts):
+            ls[i] = t
+        a, args, kwargs = pytree.tree_unflatten(ls, spec)
+        return case.op.op(a, *args, **kwargs)
+
+    return [leaves[i] for i in idx], call
+
+
+def _float_leaves(out):
+    return tuple(o for o in pytree.tree_leaves(out)
+                 if isinstance(o, torch.Tensor) and o.dtype.is_floating_point)
+
+
+def _backward_function(case, tensors, call):
+    diff = [i for i, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point]
+    if not diff:
+        return None
+    process = case.sample.output_process_fn_grad
+    n = len(tensors)
+
+    def grads(*inputs):
+        ts, cots = list(inputs[:n]), inputs[n:]
+
+        def forward(*d):
+            full = list(ts)
+            for i, t in zip(diff, d):
+                full[i] = t
+            return _float_leaves(process(call(*full)))
+
+        _, pullback = torch.func.vjp(forward, *[ts[i] for i in diff])
+        return pullback(tuple(cots))
+
+    return grads
+
+
+def check(case) -> Result:
+    """Runs one case; see the module doc."""
+    tensors, call = _flat_function(case)
+    fn = call
+    inputs = [t.detach() for t in tensors]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if case.backward:
+                fn = _backward_function(case, tensors, call)
+                if fn is None:
+                    return Result(set(), fallback="no differentiable input")
+                torch.manual_seed(1)
+                outs = _float_leaves(case.sample.output_process_fn_grad(call(*inputs)))
+                if not outs:
+                    return Result(set(), fallback="no differentiable output")
+                inputs = inputs + [torch.randn_like(o) for o in outs]
+            expected = fn(*inputs)
+    except Exception as e:  # noqa: BLE001 (a sample eager refuses is no case)
+        return Result(set(), fallback=f"eager raised {type(e).__name__}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = lowering.decompositions() if case.decompose else {}
+            gm = make_fx(torch.func.functionalize(fn), table, tracing_mode="real")(*inputs)
+    except Exception as e:  # noqa: BLE001
+        return Result(set(), fallback=f"not traceable ({type(e).__name__})")
+    used = set()
+    for node in gm.graph.nodes:
+        reason = lowering.why_not_lowered(node)
+        if reason is not None:
+            whole = "" if case.decompose else " (traced without decompositions)"
+            return Result(set(), fallback=f"{node.target}: {reason}{whole}")
+        if node.op == "call_function" and node.target in lowering.TABLE:
+            used.add(node.target)
+    where = f"{case.id}: {_describe(case)}"
+    try:
+        got = lowering.interpret(gm, *[_to_lz(t) for t in inputs])
+        got_leaves = pytree.tree_leaves(got)
+        lz_leaves = [g for g in got_leaves if isinstance(g, lz.Tensor)]
+        if lz_leaves:
+            lz.sync_tensors(lz_leaves, wait=True)
+        got_leaves = [_to_torch(g) if isinstance(g, lz.Tensor) else g for g in got_leaves]
+    except Exception as e:  # noqa: BLE001 (an entry that claims a case must not raise)
+        return Result(used, error=f"{where}: lowering raised {type(e).__name__}: {e}")
+    want_leaves = pytree.tree_leaves(expected)
+    if len(got_leaves) != len(want_leaves):
+        return Result(used, error=f"{where}: {len(got_leaves)} outputs, eager has {len(want_leaves)}")
+    for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        try:
+            if not isinstance(w, torch.Tensor):
+                assert g == w, f"{g!r} != {w!r}"
+            elif case.op.name in UNORDERED_VALUES:
+                assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{list(g.shape)}"
+            else:
+                torch.testing.assert_close(g, w.detach(), equal_nan=True, check_stride=False,
+                                           **TOLERANCES.get(case.op.name, {}))
+        except AssertionError as e:
+            return Result(used, error=f"{where}: output {k}: {e}")
+    return Result(used)
+
+
+def main():
+    import collections
+    import sys
+
+    lz._C._set_backend("interp")
+    counts = collections.Counter()
+    for c in cases():
+        r = check(c)
+        kind = "backward" if c.backward else "forward"
+        counts[(kind, "passed" if r.passed else "fallback" if r.fallback else "failed")] += 1
+        if r.error:
+            print("FAIL", r.error, file=sys.stderr)
+    for k, v in sorted(counts.items()):
+        print(*k, v)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""The lowering table's contract: conditions decided before tracing, eager's type promotion and
+integer semantics, results checked against the graph's metadata, constants and late entries."""
+import numpy as np
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import lazuli as lz
+from lazuli.torch import lowering
+
+aten = torch.ops.aten
+
+
+def _lowered(f, *args):
+    """f traced to ATen with the table's decompositions, run on Lazuli, as torch tensors."""
+    gm = make_fx(f, lowering.decompositions())(*args)
+    reasons = {n.name: lowering.why_not_lowered(n) for n in gm.graph.nodes}
+    assert all(r is None for r in reasons.values()), reasons
+    out = lowering.interpret(gm, *[lz.from_numpy(np.array(a.numpy(), order="C")) for a in args])
+    return torch.from_numpy(np.array(out.numpy()))
+
+
+def test_float_alpha_on_int64_operand_computes_in_float64():
+    x = torch.zeros(1, dtype=torch.float64)
+    y = torch.tensor([2 ** 30 + 1])
+    got = _lowered(lambda a, b: torch.add(a, b, alpha=2.5), x, y)
+    # In float32 the product would round to 2684354560.
+    torch.testing.assert_close(got, torch.add(x, y, alpha=2.5), rtol=0, atol=0)
+
+
+def test_integer_trunc_division_rounds_toward_zero():
+    a = torch.tensor([-7, 7, -8, 5], dtype=torch.int32)
+    b = torch.tensor([2, -2, 2, 3], dtype=torch.int32)
+    f = lambda x, y: torch.div(x, y, rounding_mode="trunc")  # noqa: E731
+    torch.testing.assert_close(_lowered(f, a, b), f(a, b), rtol=0, atol=0)
+
+
+def test_integer_true_division_gives_float32():
+    a, b = torch.tensor([7, -7]), torch.tensor([2, 2])
+    got = _lowered(lambda x, y: x / y, a, b)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, a / b)
+
+
+def test_bool_add_is_logical_or():
+    a = torch.tensor([True, True, False])
+    got = _lowered(lambda x, y: x + y, a, a)
+    torch.testing.assert_close(got, a + a)
+
+
+def test_cat_promotes_dtypes_and_skips_legacy_empty_tensors():
+    a = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    b = torch.randn(2, 3, dtype=torch.float64)
+    e = torch.zeros(0)
+    f = lambda x, y, z: torch.cat([x, z, y])  # noqa: E731
+    torch.testing.assert_close(_lowered(f, a, b, e), f(a, b, e))
+
+
+def test_scatter_value_with_repeated_indices_matches_eager():
+    base = torch.zeros(2, 4)
+    index = torch.tensor([[0, 0, 3], [1, 1, 1]])
+    f = lambda x, i: torch.scatter(x, 1, i, 5.0)  # noqa: E731
+    torch.testing.assert_close(_lowered(f, base, index), f(base, index))
+
+
+def test_unsupported_cases_are_named_before_tracing():
+    x = torch.empty(2, 3, device="meta", dtype=torch.float16)
+    assert lowering.why_not(aten.add.Tensor, (x, x), {}) == "dtype float16 not supported"
+    y = torch.empty(2, 3, device="meta")
+    assert lowering.why_not(aten._softmax.default, (y, 1, True), {}) == "half_to_float"
+    i = torch.empty(2, device="meta", dtype=torch.int64)
+    assert "accumulate=False" in lowering.why_not(aten.index_put.default, (y, [i], y), {})
+    assert lowering.why_not(aten.special_i0.default, (y,), {}) == "no lowering"
+    assert "fractional" in lowering.why_not(aten.var.correction, (y,), {"correction": 0.5})
+
+
+def test_cast_to_a_dtype_lazuli_lacks_is_a_fallback():
+    gm = make_fx(lambda x: x.half() * 2)(torch.randn(3))
+    reasons = {str(n.target): lowering.why_not_lowered(n) for n in gm.graph.nodes
+               if n.op == "call_function"}
+    assert reasons["aten._to_copy.default"] == "dtype float16 not supported"
+
+
+def test_entry_giving_the_wrong_dtype_raises_lowering_mismatch(monkeypatch):
+    gm = make_fx(lambda x: -x)(torch.randn(3))
+    wrong = lowering.Lowering(aten.neg.default, lambda a: lz.neg(a).to(lz.float64),
+                              lowering.FLOATS)
+    monkeypatch.setitem(lowering.TABLE, aten.neg.default, wrong)
+    with pytest.raises(lowering.LoweringMismatch, match="aten.neg.default.*float64.*float32"):
+        lowering.interpret(gm, lz.zeros(3))
+
+
+def test_tensor_constant_in_the_graph_is_copied_in():
+    const = torch.tensor([1.0, 2.0, 3.0])
+    gm = make_fx(lambda x: x * const)(torch.randn(3))
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)
+    assert all(lowering.why_not_lowered(n) is None for n in gm.graph.nodes)
+    out = lowering.interpret(gm, lz.ones(3))
+    np.testing.assert_array_equal(out.numpy(), const.numpy())
+
+
+def test_entry_for_an_op_registered_later_applies_once_it_exists(monkeypatch):
+    # Copies of the table, so the test entry does not outlive the test.
+    monkeypatch.setattr(lowering, "LATE", dict(lowering.LATE))
+    monkeypatch.setattr(lowering, "TABLE", dict(lowering.TABLE))
+    lib = torch.library.Library("lazuli_lowering_test", "FRAGMENT")
+    lowering.lower("lazuli_lowering_test::twice.default", note="test")(lambda a: lz.mul(a, 2.0))
+    lib.define("twice(Tensor a) -> Tensor")
+    lib.impl("twice", lambda a: a * 2, "CompositeExplicitAutograd")
+    op = torch.ops.lazuli_lowering_test.twice.default
+    x = torch.empty(3, device="meta")
+    assert lowering.why_not(op, (x,), {}) is None
+    assert lowering.lookup(op).note == "test"
+    assert any(r["op"] == "lazuli_lowering_test.twice.default" for r in lowering.supported_ops())
+
+
+def test_decompositions_keep_ops_the_table_lowers_whole():
+    table = lowering.decompositions()
+    assert aten.native_layer_norm.default not in table  # lowered directly
+    assert aten.addcdiv.default in table and aten.lerp.Scalar in table  # the optimizers' ops
+    assert table is not lowering.decompositions()  # callers may add to their copy
+
+
+def _direct(f, *args):
+    """f (which calls one ATen overload directly) traced without decompositions and compared."""
+    gm = make_fx(f)(*args)
+    assert all(lowering.why_not_lowered(n) is None for n in gm.graph.nodes)
+    out = lowering.interpret(gm, *[lz.from_numpy(np.array(a.numpy(), order="C")) for a in args])
+    torch.testing.assert_close(torch.from_numpy(np.array(out.numpy())), f(*args), equal_nan=True)
+
+
+_I = torch.tensor([[-7, 3], [5, -2]])
+_F = torch.tensor([[-1.5, 0.25], [2.0, 7.5]])
+_B = torch.tensor([[True, False], [True, True]])
+# Overloads no OpInfo graph reaches (PyTorch rewrites them into others before a graph exists),
+# each called directly: lowering_opinfo.NOT_IN_OPINFO names these.
+DIRECT = {
+    "all.dim": (lambda x: aten.all.dim(x, 1), _B),
+    "all.dims": (lambda x: aten.all.dims(x, [0, 1], True), _B),
+    "arange.default": (lambda x: aten.arange.default(4) + x, _I[0, 0]),
+    "arange.start": (lambda x: aten.arange.start(2, 7) * x, _F[0, 0]),
+    "bitwise_and.Scalar": (lambda x: aten.bitwise_and.Scalar(x, 6), _I),
+    "bitwise_or.Scalar": (lambda x: aten.bitwise_or.Scalar(x, 6), _I),
+    "bitwise_xor.Scalar": (lambda x: aten.bitwise_xor.Scalar(x, 6), _I),
+    "clamp_max.default": (lambda x: aten.clamp_max.default(x, 0.5), _F),
+    "clamp_min.default": (lambda x: aten.clamp_min.default(x, 3), _I),
+    "copy.default": (lambda x, y: aten.copy.default(x, y), _F, _I[0]),
+    "div.Scalar_mode": (lambda x: aten.div.Scalar_mode(x, 2, rounding_mode="trunc"), _I),
+    "fill.Scalar": (lambda x: aten.fill.Scalar(x, 3), _F),
+    "fill.Tensor": (lambda x, v: aten.fill.Tensor(x, v), _I, _F[0, 1]),
+    "floor_divide.Scalar": (lambda x: aten.floor_divide.Scalar(x, 3), _I),
+    "isfinite.default": (lambda x: aten.isfinite.default(x / 0.0), _F),
+    "pow.Scalar": (lambda x: aten.pow.Scalar(0.9, x), _F),
+    "remainder.Scalar_Tensor": (lambda x: aten.remainder.Scalar_Tensor(5, x), _I),
+    "reshape.default": (lambda x: aten.reshape.default(x, [-1]), _F),
+    "rsub.Scalar": (lambda x: aten.rsub.Scalar(x, 2), _I),
+    "rsub.Tensor": (lambda x, y: aten.rsub.Tensor(x, y, alpha=2), _F, _I),
+    "lerp.Tensor": (lambda x, y, w: aten.lerp.Tensor(x, y, w), _F, _F * 3,
+                    torch.tensor([[0.2, 0.7], [0.5, -0.1]])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT))
+def test_overload_no_opinfo_reaches_matches_eager(name):
+    f, *args = DIRECT[name]
+    _direct(f, *args)
+
+
+def test_direct_cases_cover_the_opinfo_gaps():
+    from lazuli.torch import lowering_opinfo
+    gaps = {str(op).replace("aten.", "") for op, why in lowering_opinfo.NOT_IN_OPINFO.items()
+            if "test_lowering_table" in why}
+    assert gaps == set(DIRECT)
