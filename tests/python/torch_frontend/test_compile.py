@@ -137,6 +137,34 @@ def test_mutated_input_ends_with_eager_values():
         torch.testing.assert_close(buf, buf_eager)
 
 
+def test_copy_into_a_placeholder_is_written_back_once_per_call(monkeypatch):
+    # A graph that keeps its input mutation (aot_autograd's keep_input_mutations) ends in a copy_
+    # into the placeholder; the program computes the new value and the bridge writes it back.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from lazuli.torch._bridge import compile_aten_graph
+
+    aten = torch.ops.aten
+    if aten.copy_.default not in lowering.TABLE:
+        monkeypatch.setitem(lowering.TABLE, aten.copy_.default, lowering.Lowering(
+            aten.copy_.default, lambda dst, src, non_blocking=False: dst.copy_(src), lowering.FLOATS))
+
+    def f(buf, x):
+        buf.copy_(buf + x)
+        return buf.sum(0)
+
+    buf, x = torch.ones(3, 2), torch.randn(3, 2)
+    gm = make_fx(f)(buf.clone(), x)
+    assert any(n.target is aten.copy_.default for n in gm.graph.nodes)
+    run = compile_aten_graph(gm, [buf, x])
+    expected = torch.ones(3, 2)
+    for _ in range(3):
+        out = run([buf, x])
+        expected += x
+        torch.testing.assert_close(buf, expected)
+        torch.testing.assert_close(out, expected.sum(0))
+    assert counter("TorchTrace") == 1 and counter("TorchReplay") == 2
+
+
 def test_batchnorm_running_stats_end_with_eager_values():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
