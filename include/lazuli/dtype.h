@@ -18,9 +18,6 @@ inline constexpr DType kFloat64 = DType::Float64;
 std::string_view dtype_name(DType t);
 size_t dtype_size(DType t);
 inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
-inline bool is_integral(DType t, bool include_bool = false) {
-  return t == DType::Int32 || t == DType::Int64 || (include_bool && t == DType::Bool);
-}
 // 0 bool, 1 integer, 2 floating: the categories of PyTorch's promotion rules.
 inline int dtype_category(DType t) { return is_floating(t) ? 2 : (t == DType::Bool ? 0 : 1); }
 // promote_types(int64, float32) == float32, as in PyTorch.

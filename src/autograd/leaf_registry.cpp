@@ -52,10 +52,4 @@ std::shared_ptr<internal::TensorImpl> leaf_tensor(const ir::Node* node) {
   return it->second.tensor.lock();
 }
 
-size_t leaf_registry_size() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> l(r.mu);
-  return r.map.size();
-}
-
 }  // namespace lz::autograd

@@ -18,6 +18,5 @@ namespace lz::autograd {
 void register_leaf(const ir::NodePtr& node, std::weak_ptr<internal::TensorImpl> tensor);
 // The live tensor whose leaf `node` is, or null (tensor gone, or not a registered leaf).
 std::shared_ptr<internal::TensorImpl> leaf_tensor(const ir::Node* node);
-size_t leaf_registry_size();
 
 }  // namespace lz::autograd

@@ -1,7 +1,5 @@
 #include "backend/backend.h"
 
-#include "backend/interp/kernels.h"
-
 #include <cstring>
 #include <mutex>
 
@@ -10,8 +8,7 @@
 
 namespace lz {
 namespace interp {
-std::unique_ptr<Backend> make_interp_backend(const std::string& name, LibraryCall library,
-                                             const std::string& library_id);
+std::unique_ptr<Backend> make_interp_backend(const std::string& name);
 }
 namespace cpu {
 std::unique_ptr<Backend> make_cpu_backend();
@@ -60,7 +57,7 @@ std::unique_ptr<Backend> g_backend;
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   // interp: the reference kernels, the ground truth. cpu: fused kernels compiled by LLVM, matrix
   // products through oneDNN (backend/cpu/).
-  if (name == "interp") return interp::make_interp_backend(name, nullptr, "");
+  if (name == "interp") return interp::make_interp_backend(name);
   if (name == "cpu") return cpu::make_cpu_backend();
   throw ValueError("unknown backend '" + name + "' (use cpu or interp)");
 }

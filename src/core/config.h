@@ -1,5 +1,5 @@
-// Every environment variable Lazuli reads is read here, once, into one Config. Nothing else in the
-// library calls getenv. Tests may change fields through mutable_config() (then call the hook of
+// Every LAZULI_* environment variable is read here, once, into one Config; the library's one other
+// getenv is the system's TMPDIR (kernel_cache.cpp, where a failed kernel's IR is saved). Tests may change fields through mutable_config() (then call the hook of
 // the component that caches the value, e.g. CompileCache::resize).
 // docs/environment.md documents each field; keep the two in step.
 #pragma once

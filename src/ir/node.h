@@ -43,12 +43,6 @@ struct Value {
   const Shape& shape() const;
 };
 
-// Where a node was recorded, filled only when debugging asks for it (issue: call sites).
-struct SourceLocation {
-  std::string file, function;
-  int line = 0;
-};
-
 class Node {
  public:
   Node() = default;

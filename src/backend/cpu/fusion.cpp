@@ -28,6 +28,8 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <queue>
+#include <set>
 #include <sstream>
 
 #include "backend/cpu/plan.h"
@@ -594,41 +596,20 @@ class Planner {
     }
   }
 
-  // Scratch values get arena offsets by liveness: largest first, each at the lowest 64-byte
-  // aligned offset that no value alive at the same time occupies.
+  // Scratch values get arena offsets by liveness (place_scratch).
   void plan_memory() {
-    struct Placed {
-      int64_t off, end;
-      int def, last;
-    };
     std::vector<int> order;
+    std::vector<ScratchInterval> iv;
     for (size_t i = 0; i < plan_.values.size(); ++i) {
-      if (plan_.values[i].home.kind == ValueHome::Scratch) order.push_back(static_cast<int>(i));
+      const PlanValue& v = plan_.values[i];
+      if (v.home.kind != ValueHome::Scratch) continue;
+      order.push_back(static_cast<int>(i));
+      iv.push_back({v.nbytes, v.def_step, std::max(v.last_use, v.def_step)});
     }
-    std::sort(order.begin(), order.end(), [&](int a, int b) {
-      return plan_.values[a].nbytes > plan_.values[b].nbytes;
-    });
-    std::vector<Placed> placed;
-    int64_t total = 0;
-    for (int i : order) {
-      PlanValue& v = plan_.values[i];
-      int last = std::max(v.last_use, v.def_step);
-      int64_t size = ((v.nbytes + 63) / 64) * 64;
-      std::vector<std::pair<int64_t, int64_t>> busy;
-      for (const Placed& p : placed) {
-        if (p.def <= last && v.def_step <= p.last) busy.push_back({p.off, p.end});
-      }
-      std::sort(busy.begin(), busy.end());
-      int64_t off = 0;
-      for (auto [b, e] : busy) {
-        if (off + size <= b) break;
-        off = std::max(off, e);
-      }
-      v.home.offset = off;
-      placed.push_back({off, off + size, v.def_step, last});
-      total = std::max(total, off + size);
-    }
-    plan_.arena_bytes = total;
+    const std::vector<int64_t> off =
+        place_scratch(iv, &plan_.arena_bytes,
+                      iv.size() > kLargestFirstLimit ? Placement::Sweep : Placement::LargestFirst);
+    for (size_t k = 0; k < order.size(); ++k) plan_.values[order[k]].home.offset = off[k];
   }
 
   const LoweringGraph& g_;
@@ -672,6 +653,129 @@ bool compiles_elementwise(const Node& n) {
     case OpKind::Where: return n.operands[1].node->dtype == n.dtype;
     default: return true;  // compares, casts, rounding, sign, identities
   }
+}
+
+namespace {
+
+int64_t aligned_size(int64_t nbytes) {
+  int64_t size = 0;
+  if (nbytes < 0 || __builtin_add_overflow(nbytes, int64_t{63}, &size)) {
+    throw OutOfMemoryError("cpu backend: a scratch buffer of " + std::to_string(nbytes) +
+                           " bytes cannot be allocated");
+  }
+  return size / 64 * 64;
+}
+
+int64_t end_of(int64_t off, int64_t size) {
+  int64_t end = 0;
+  if (__builtin_add_overflow(off, size, &end)) {
+    throw OutOfMemoryError("cpu backend: the program's scratch memory exceeds the address space");
+  }
+  return end;
+}
+
+// Largest first, each at the lowest offset no value alive at the same time occupies. Tight, but
+// it compares each value with every one placed before it.
+std::vector<int64_t> place_largest_first(const std::vector<ScratchInterval>& v, int64_t* total) {
+  struct Placed {
+    int64_t off, end;
+    int def, last;
+  };
+  std::vector<int> order(v.size());
+  for (size_t i = 0; i < v.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return v[a].nbytes > v[b].nbytes; });
+  std::vector<int64_t> off(v.size(), 0);
+  std::vector<Placed> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  for (int i : order) {
+    const int64_t size = aligned_size(v[i].nbytes);
+    busy.clear();
+    for (const Placed& p : placed) {
+      if (p.def <= v[i].last && v[i].def <= p.last) busy.push_back({p.off, p.end});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t o = 0;
+    for (auto [b, e] : busy) {
+      if (end_of(o, size) <= b) break;
+      o = std::max(o, e);
+    }
+    off[i] = o;
+    placed.push_back({o, end_of(o, size), v[i].def, v[i].last});
+    *total = std::max(*total, end_of(o, size));
+  }
+  return off;
+}
+
+// A sweep over the steps: a value's block is freed after its last use and reused best-fit by
+// values defined later (free neighbours merge; the top of the arena grows only when nothing
+// fits). O(n log n), for graphs too large for the quadratic placement.
+std::vector<int64_t> place_sweep(const std::vector<ScratchInterval>& v, int64_t* total) {
+  std::vector<int> order(v.size());
+  for (size_t i = 0; i < v.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return v[a].def < v[b].def; });
+  std::map<int64_t, int64_t> free_at;                 // offset -> size
+  std::set<std::pair<int64_t, int64_t>> free_by_size;  // (size, offset)
+  int64_t top = 0;
+  auto add_free = [&](int64_t o, int64_t size) {
+    auto next = free_at.lower_bound(o);
+    if (next != free_at.end() && next->first == o + size) {  // merge with the block after
+      size += next->second;
+      free_by_size.erase({next->second, next->first});
+      next = free_at.erase(next);
+    }
+    if (next != free_at.begin()) {  // merge with the block before
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == o) {
+        o = prev->first;
+        size += prev->second;
+        free_by_size.erase({prev->second, prev->first});
+        free_at.erase(prev);
+      }
+    }
+    if (o + size == top) {  // the top of the arena comes down instead
+      top = o;
+      return;
+    }
+    free_at[o] = size;
+    free_by_size.insert({size, o});
+  };
+  using Live = std::pair<int, int>;  // (last step, value)
+  std::priority_queue<Live, std::vector<Live>, std::greater<Live>> live;
+  std::vector<int64_t> off(v.size(), 0), size(v.size(), 0);
+  for (int i : order) {
+    while (!live.empty() && live.top().first < v[i].def) {
+      const int j = live.top().second;
+      live.pop();
+      add_free(off[j], size[j]);
+    }
+    size[i] = aligned_size(v[i].nbytes);
+    auto fit = free_by_size.lower_bound({size[i], INT64_MIN});
+    if (fit != free_by_size.end()) {
+      const auto [fsize, fo] = *fit;
+      free_by_size.erase(fit);
+      free_at.erase(fo);
+      off[i] = fo;
+      if (fsize > size[i]) {
+        free_at[fo + size[i]] = fsize - size[i];
+        free_by_size.insert({fsize - size[i], fo + size[i]});
+      }
+    } else {
+      off[i] = top;
+      top = end_of(top, size[i]);
+    }
+    *total = std::max(*total, end_of(off[i], size[i]));
+    live.push({v[i].last, i});
+  }
+  return off;
+}
+
+}  // namespace
+
+std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, int64_t* arena_bytes,
+                                   Placement how) {
+  *arena_bytes = 0;
+  return how == Placement::LargestFirst ? place_largest_first(values, arena_bytes)
+                                        : place_sweep(values, arena_bytes);
 }
 
 Plan build_plan(const LoweringGraph& graph, bool explain) { return Planner(graph, explain).run(); }

@@ -67,6 +67,21 @@ struct Plan {
 // would hold roots x parameters entries: quadratic when thousands of tensors sync at once).
 bool root_may_overwrite(const Plan& plan, int r, int p);
 
+// Arena placement of scratch values, each alive from step `def` to step `last` (inclusive): no two
+// values alive at one step overlap. LargestFirst is the tighter placement but compares each value
+// with every one placed before it; Sweep reuses freed blocks best-fit in step order in O(n log n).
+// The planner uses LargestFirst up to kLargestFirstLimit values (every ordinary program), Sweep
+// above (a backward over a chain thousands of ops deep). Returns each value's offset; sets
+// *arena_bytes. Raises OutOfMemoryError when the sum does not fit in 64 bits.
+struct ScratchInterval {
+  int64_t nbytes;
+  int def, last;
+};
+enum class Placement { LargestFirst, Sweep };
+inline constexpr size_t kLargestFirstLimit = 4096;
+std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, int64_t* arena_bytes,
+                                   Placement how);
+
 // Builds the plan. `explain`: record each fusion decision in notes.
 Plan build_plan(const LoweringGraph& graph, bool explain);
 

@@ -27,7 +27,6 @@ bool is_alias(ir::OpKind op) {
 
 class Program final : public Executable {
  public:
-  LibraryCall library = nullptr;
   std::vector<Instr> instrs;
   std::vector<int> roots;  // instruction index of each output
 
@@ -72,7 +71,7 @@ class Program final : public Executable {
         for (int j : ins.inputs) in.push_back({instrs[j].dtype, &instrs[j].shape, data[j]});
         MutArray out{ins.dtype, &ins.shape, dst};
         try {
-          if (!library || !library(ins.op, ins.attrs, in, out)) run_kernel(ins.op, ins.attrs, in, out);
+          run_kernel(ins.op, ins.attrs, in, out);
           data[i] = dst;
         } catch (...) {
           if (!first_error) {
@@ -110,19 +109,16 @@ class Program final : public Executable {
 
 class InterpBackend : public Backend {
  public:
-  InterpBackend(std::string name, LibraryCall library, std::string library_id)
-      : name_(std::move(name)), library_(library), library_id_(std::move(library_id)) {}
+  explicit InterpBackend(std::string name) : name_(std::move(name)) {}
   std::string name() const override { return name_; }
   Hash128 compile_env() const override {
     Hasher h;
     h.add_str("interp-reference-v1");
-    h.add_str(library_id_);  // which library calls replace reference kernels
     return h.digest();
   }
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
     auto p = std::make_shared<Program>();
-    p->library = library_;
     std::unordered_map<const ir::Node*, int> index;
     p->instrs.reserve(g.post_order.size());
     for (const ir::Node* n : g.post_order) {
@@ -143,15 +139,12 @@ class InterpBackend : public Backend {
 
  private:
   std::string name_;
-  LibraryCall library_;
-  std::string library_id_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_interp_backend(const std::string& name, LibraryCall library,
-                                             const std::string& library_id) {
-  return std::make_unique<InterpBackend>(name, library, library_id);
+std::unique_ptr<Backend> make_interp_backend(const std::string& name) {
+  return std::make_unique<InterpBackend>(name);
 }
 
 }  // namespace lz::interp

@@ -24,11 +24,6 @@ struct MutArray {
   void* data;
 };
 
-// A library call that may take over a kernel (the cpu backend's BLAS matrix products): returns
-// false to let the reference kernel run.
-using LibraryCall = bool (*)(ir::OpKind op, const ir::Attrs& attrs,
-                             const std::vector<ConstArray>& inputs, MutArray out);
-
 // Computes `op` with `attrs` over `inputs` into `out` (preallocated, out.shape and out.dtype are
 // the node's inferred output). DeviceData is never passed here.
 void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
