@@ -33,3 +33,9 @@ fi
 BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DLAZULI_BUILD_PYTHON=ON >/dev/null
 cmake --build "$BUILD_DIR"
+
+# PyTorch for the torch.compile bridge and its tests (requirements-torch.txt), installed once per
+# machine outside the checkout and reused (scripts/torch-venv.sh); LAZULI_SKIP_TORCH=1 skips it.
+if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
+  bash scripts/torch-venv.sh >/dev/null
+fi

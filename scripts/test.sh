@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything (system packages, build) and runs every test:
 #   1. the C++ tests (GoogleTest under ctest) on a Release build;
-#   2. the Python tests (pytest) against the package installed with `pip install .`;
+#   2. the Python tests (pytest) against the package installed with `pip install .`, the PyTorch
+#      bridge's tests included (the pinned torch: scripts/torch-venv.sh, installed once per machine);
 #   3. the C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrency
 #      tests under ThreadSanitizer (skip both with LAZULI_SKIP_SANITIZERS=1 for a quick local run).
 set -euo pipefail
@@ -25,6 +26,14 @@ WRITTEN=$(find . -path ./.git -prune -o -newer "$STAMP" -print)
 if [ -n "$WRITTEN" ] || [ "$TREE_BEFORE" != "$(git status --porcelain --ignored 2>&1 || true)" ]; then
   echo "pip install . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
   exit 1
+fi
+# PyTorch for tests/python/torch_frontend: the pinned torch, installed once per machine outside the
+# checkout (scripts/torch-venv.sh), is made visible to the test venv by a .pth file, not copied.
+# LAZULI_SKIP_TORCH=1 leaves it out (those tests are then not collected).
+if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
+  TORCH_SITE=$(bash scripts/torch-venv.sh)
+  "$VENV/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/lazuli-torch.pth", "w").write(sys.argv[1] + "\n")' "$TORCH_SITE"
+  "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "from", torch.__file__)'
 fi
 # From outside the source tree, so `import lazuli` is the installed package.
 (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")

@@ -92,6 +92,8 @@ def tensor(data, dtype=None):
         if not isinstance(dtype, _C.dtype):
             raise TypeError(f"tensor: dtype must be a lazuli dtype, got {dtype!r}")
         arr = arr.astype(_LZ_TO_NP[dtype])
+    if arr is data or arr.base is not None:
+        arr = arr.copy()  # from_numpy shares the array's memory; tensor() owns its data
     return _C.from_numpy(arr)
 
 

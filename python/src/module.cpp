@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "exec/cut_record.h"
 #include "ops/frontend.h"
+#include "tensor/lazy_tensor.h"
 
 
 namespace lzpy {
@@ -136,11 +137,16 @@ lz::Tensor from_numpy(const py::array& arr) {
     throw py::type_error("lazuli does not support numpy dtype " + std::string(py::str(dt)) +
                          "; supported: float32, float64, int32, int64, bool (convert with .astype())");
   }
-  // Strided, non-native-order or misaligned arrays become one C-contiguous native copy first.
+  // The tensor shares the array's memory, as PyTorch's from_numpy does: writes to the array show
+  // in the tensor until it takes a new value, and a step barrier that updates the tensor in place
+  // writes into the array when it may donate the buffer. Strided, non-native-order, misaligned
+  // or read-only arrays become one C-contiguous, writable native copy first (np.require).
   py::object np = py::module_::import("numpy");
-  py::array c = np.attr("require")(arr, dt.attr("newbyteorder")("="), "C");  // keeps 0-d arrays 0-d
+  py::array c = np.attr("require")(arr, dt.attr("newbyteorder")("="), "CAW");  // keeps 0-d arrays 0-d
   std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
-  return lz::from_data(c.data(), t, shape);
+  size_t nbytes = static_cast<size_t>(c.nbytes());
+  auto st = std::make_shared<lz::Storage>(c.mutable_data(), nbytes, python_owner(c));
+  return lz::Tensor(lz::internal::TensorImpl::from_host(t, lz::Shape(shape.begin(), shape.end()), std::move(st)));
 }
 
 }  // namespace lzpy
@@ -205,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_autograd(m, tensor_cls);
   lzpy::bind_runtime(m);
   lzpy::bind_debug(m);
+  lzpy::bind_bridge(m);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

@@ -120,7 +120,13 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   }
 }
 
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
+    : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {
+  if (!owner_) owner_ = std::shared_ptr<void>(data, [](void*) {});  // still external: never freed
+}
+
 Storage::~Storage() {
+  if (owner_) return;  // external memory: releasing owner_ is all there is to do
   if (!block_cache().give(data_, round_size(nbytes_))) std::free(data_);
 }
 

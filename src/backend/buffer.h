@@ -23,7 +23,12 @@ namespace lz {
 class Storage {
  public:
   explicit Storage(size_t nbytes);
+  // Memory someone else owns (a numpy array, a torch tensor's storage): used in place, never
+  // freed here; `owner` keeps it alive until this Storage dies. It must be aligned for its
+  // dtype and stay valid and unmoved while `owner` lives.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
+  bool external() const { return owner_ != nullptr; }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
@@ -32,6 +37,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  std::shared_ptr<void> owner_;  // set for external memory
 };
 
 // One scheduled run of a program. Completed exactly once, with or without an error.

@@ -469,7 +469,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     std::lock_guard<std::mutex> l(executor_mutex());
     // Reads may ask for views (computed, not stored); barriers never sync views. A barrier that
     // may donate holds its roots' locks until their buffer swap (collect, graph_executor.h).
-    const bool may_donate = cfg.barrier && config().enable_param_aliasing;
+    const bool may_donate = cfg.barrier && !cfg.compile_only && config().enable_param_aliasing;
     Roots roots = collect(tensors, /*include_views=*/!cfg.barrier, /*hold_locks=*/may_donate);
     if (roots.values.empty()) {
       if (cfg.wait) wait_all_executions();
@@ -511,11 +511,6 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     count_executed_nodes(po);
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
-    exec = std::make_shared<Execution>();
-    res.outputs.reserve(roots.values.size());
-    for (const ir::Value& v : roots.values) {
-      res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
-    }
     if (cfg.capture) {
       ProgramCapture& c = *cfg.capture;
       c.hash = res.hash;
@@ -530,6 +525,16 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       if (po.nodes[i]->origin) origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
     }
     if (cfg.capture) cfg.capture->origins = origins;
+    if (cfg.compile_only) {
+      res.tensors = roots.tensors;
+      return res;
+    }
+
+    exec = std::make_shared<Execution>();
+    res.outputs.reserve(roots.values.size());
+    for (const ir::Value& v : roots.values) {
+      res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
+    }
     std::vector<SlotPtr> restore;
     if (cfg.sync_data) {
       restore.resize(roots.values.size());

@@ -54,6 +54,9 @@ struct SyncConfig {
   bool wait = false;      // block until the program has run
   CutReason reason = CutReason::UserSync;
   ProgramCapture* capture = nullptr;  // when set, filled with the scheduled program
+  // The warm-up route (DESIGN.md section 4): find or compile the program and fill `capture`, but
+  // schedule nothing; the roots keep their IR. Needs `capture`; never a barrier.
+  bool compile_only = false;
 };
 
 // Step 1. The roots of one sync: tensors with pending IR (views too when include_views, as value

@@ -1,4 +1,6 @@
 """Python protocols of lz.Tensor: creation, value reads, repr, len/iter, indexing and assignment."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -57,14 +59,51 @@ def test_empty_list_is_float32():
                                             (np.bool_, lz.bool)])
 def test_tensor_from_numpy_keeps_dtype_and_copies(np_dtype, dtype, rng):
     a = (rng.uniform(-10, 10, (3, 4)) if np_dtype != np.bool_ else rng.random((3, 4)) < 0.5).astype(np_dtype)
-    for make in (lz.tensor, lz.from_numpy):
-        t = make(a)
-        assert t.dtype == dtype
-        expected = a.copy()
-        a_before = a.copy()
-        a[...] = a[::-1, ::-1]  # changing the source afterwards does not change the tensor
-        assert_tensor_equal(t, expected)
-        a[...] = a_before
+    t = lz.tensor(a)  # copies (lz.from_numpy shares: the next test)
+    assert t.dtype == dtype
+    expected = a.copy()
+    a[...] = a[::-1, ::-1]  # changing the source afterwards does not change the tensor
+    assert_tensor_equal(t, expected)
+
+
+@pytest.mark.parametrize("np_dtype, dtype", [(np.float32, lz.float32), (np.float64, lz.float64),
+                                            (np.int32, lz.int32), (np.int64, lz.int64),
+                                            (np.bool_, lz.bool)])
+def test_from_numpy_shares_memory_both_ways(np_dtype, dtype, rng):
+    # As torch.from_numpy: the array's writes show in the tensor, and an in-place update of the
+    # tensor at a step barrier (which donates the buffer) lands in the array.
+    a = (rng.uniform(-10, 10, (3, 4)) if np_dtype != np.bool_ else rng.random((3, 4)) < 0.5).astype(np_dtype)
+    t = lz.from_numpy(a)
+    assert t.dtype == dtype
+    a[...] = a[::-1, ::-1]
+    assert_tensor_equal(t, a.copy())
+    expected = np.logical_not(a) if np_dtype == np.bool_ else a * 2
+    if np_dtype == np.bool_:
+        t.copy_(lz.logical_not(t))
+    else:
+        t.mul_(2)
+    lz.sync(wait=True)
+    assert_tensor_equal(t, expected)
+    np.testing.assert_array_equal(a, expected)
+    del t
+    gc.collect()
+    assert a.sum() == expected.sum()  # the array outlives the tensor: its memory was never freed
+
+
+def test_from_numpy_keeps_the_array_alive():
+    t = lz.from_numpy(np.arange(1000.0))
+    gc.collect()
+    assert t.sum().item() == 499500.0  # the only reference to the array was the tensor's
+
+
+def test_from_numpy_of_a_read_only_array_copies():
+    a = np.arange(4.0)
+    a.flags.writeable = False  # a barrier could not write into it: a private copy instead
+    t = lz.from_numpy(a)
+    t.add_(1)
+    lz.sync(wait=True)
+    np.testing.assert_array_equal(a, np.arange(4.0))
+    assert_tensor_equal(t, np.arange(4.0) + 1)
 
 
 @pytest.mark.parametrize("np_dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])

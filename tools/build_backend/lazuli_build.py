@@ -47,6 +47,34 @@ def _build_extension(build):
     return out
 
 
+def _torch_extra():
+    """The `[torch]` extra's requirements: the lines of requirements-torch.txt (the one place the
+    PyTorch pins live, also read by scripts/torch-venv.sh) marked "[torch] extra"."""
+    reqs = []
+    for line in (ROOT / "requirements-torch.txt").read_text().splitlines():
+        req, _, comment = line.partition("#")
+        if req.strip() and "[torch] extra" in comment:
+            reqs.append(req.strip())
+    return reqs
+
+
+def _entry_points():
+    """entry_points.txt from pyproject.toml's [project.entry-points] (the dynamo backend)."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    text = ""
+    for group, entries in project.get("entry-points", {}).items():
+        text += f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()) + "\n"
+    return text.encode()
+
+
+def _metadata():
+    extra = "".join(f'Requires-Dist: {r}; extra == "torch"\n' for r in _torch_extra())
+    return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
+            f"Summary: A lazy tensor runtime\nRequires-Dist: numpy\nProvides-Extra: torch\n"
+            f"{extra}").encode()
+
+
 def _record_line(arcname, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{arcname},sha256={digest},{len(data)}"
@@ -73,8 +101,7 @@ def _write_wheel(wheel_directory, built):
     files = sorted(modules + binaries, key=lambda f: f[1].as_posix())
     dist_info = f"{NAME}-{VERSION}.dist-info"
     wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
-    metadata = (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
-                f"Summary: A lazy tensor runtime\nRequires-Dist: numpy\n").encode()
+    metadata = _metadata()
     wheel = (f"Wheel-Version: 1.0\nGenerator: lazuli_build\nRoot-Is-Purelib: false\n"
              f"Tag: {_tag()}\n").encode()
     records = []
@@ -85,7 +112,8 @@ def _write_wheel(wheel_directory, built):
             arc = f"{NAME}/{rel.as_posix()}"
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
-        for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel)):
+        for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel),
+                          (f"{dist_info}/entry_points.txt", _entry_points())):
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
         records.append(f"{dist_info}/RECORD,,")

@@ -1,0 +1,57 @@
+"""Torch CPU tensors in and out of Lazuli without copies (DESIGN.md 5b).
+
+A torch tensor enters as a Lazuli tensor in the device-data state over the same memory; the Lazuli
+tensor holds the torch tensor, so its storage lives as long as Lazuli needs it. A Lazuli result
+leaves as a torch tensor over Lazuli's buffer, through a numpy array that holds the buffer. Both
+sides then see each other's writes to that memory, as with ``torch.from_numpy``.
+"""
+import numpy as np  # noqa: F401  (torch.from_numpy needs numpy's C API loaded)
+import torch
+
+import lazuli as lz
+from lazuli import _C
+
+from .lowering import TORCH_TO_LZ
+
+_CODE = {k: int(v) for k, v in TORCH_TO_LZ.items()}
+
+
+def _check(t, what):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise ValueError(f"{what}: only CPU tensors cross without a copy, got one on {t.device} "
+                         f"(move it with .cpu() first)")
+    if t.dtype not in _CODE:
+        raise TypeError(f"{what}: Lazuli has no dtype {str(t.dtype).replace('torch.', '')} "
+                        f"(it has {', '.join(sorted(str(d).replace('torch.', '') for d in _CODE))})")
+
+
+def to_lazuli(t):
+    """A Lazuli tensor over `t`'s memory (no copy): device data, holding `t`.
+
+    `t` must be a CPU tensor of a dtype Lazuli has. A non-contiguous tensor (a transpose, a strided
+    slice) has no single dense block to share: it is copied once into a contiguous one
+    (``t.contiguous()``), the only copy this function makes. Writes to `t` are seen by the Lazuli
+    tensor; an in-place update of the Lazuli tensor at a step barrier that donates its buffer
+    writes into `t`. Autograd history is not carried (the data is detached)."""
+    _check(t, "to_lazuli")
+    if not t.is_contiguous():
+        t = t.contiguous()
+    t = t.detach()
+    return _C._from_memory(t.data_ptr(), _CODE[t.dtype], tuple(t.shape), t)
+
+
+def to_torch(t):
+    """A torch tensor over the Lazuli tensor's buffer (no copy); computes `t` first if it is
+    pending (a value read). The torch tensor keeps the buffer alive, and the buffer is never
+    donated to a later program while it does, so the values stay."""
+    if not isinstance(t, lz.Tensor):
+        raise TypeError(f"to_torch: expected a lazuli.Tensor, got {type(t).__name__}")
+    return torch.from_numpy(_C._numpy_view(t))
+
+
+def data_ptr(t):
+    """The address of a Lazuli tensor's memory when it holds device data (else 0): for checking
+    that memory is shared."""
+    return _C._buffer_address(t)

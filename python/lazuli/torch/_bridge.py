@@ -1,0 +1,347 @@
+"""torch.compile(model, backend="lazuli"): dynamo's FX graphs as Lazuli programs (DESIGN.md 5b).
+
+The pipeline, per FX graph dynamo hands over:
+1. aot_autograd turns it into ATen graphs (forward, and backward when something needs grad), with
+   the lowering table's decompositions, and gives each to `compile_aten_graph`.
+2. Partitioning: every node whose `lowering.why_not_lowered(node)` is not None is known before
+   anything is traced; CapabilityBasedPartitioner groups the others into partitions. Each
+   partition becomes a `LazuliPartition`; the nodes left outside run in PyTorch eager between
+   them, each run counted as `fallback::aten.<op>`.
+3. A partition's first call with a new input signature is its trace: `lowering.interpret` records
+   its nodes on Lazuli tensors standing for the inputs (over the torch inputs' memory), the
+   recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
+   Every call, the first included, then runs that program on the call's inputs: no node is
+   recorded and no graph is hashed (the seed's "run the cached graph by hash").
+4. Inputs a partition updates in place (a `copy_` into a placeholder) get the program's new value
+   written back once per call, so they end with eager's values.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import sys
+import traceback
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
+import torch.fx
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+import lazuli as lz
+from lazuli import _C
+
+from . import lowering
+from ._boundary import to_lazuli, to_torch
+
+_GRAPH_IDS = iter(range(1 << 62))
+
+
+def _count(name, n=1):
+    _C._bump_counter(name, n)
+
+
+def _debug_level():
+    return lz.debug._get_config("debug")
+
+
+def _log(text):
+    path = lz.debug._get_config("debug_file")
+    if path:
+        with open(path, "a") as f:
+            f.write(text + "\n")
+    else:
+        print(text, file=sys.stderr)
+
+
+def user_line(node: torch.fx.Node) -> str:
+    """The user's source line a node came from ("model.py:12 in forward: return self.fc(x)"),
+    read from the innermost frame of its stack trace; "" when dynamo recorded none."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.strip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        s = lines[i].strip()
+        if s.startswith("File "):
+            try:
+                file = s.split('"')[1]
+                line = s.split(", line ")[1].split(",")[0]
+                func = s.split(", in ")[1] if ", in " in s else ""
+            except IndexError:
+                return s
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            return f"{file}:{line} in {func}: {code}".rstrip(": ")
+    return ""
+
+
+# ---- partitioning -------------------------------------------------------------------------------
+
+class _LazuliSupport(OperatorSupportBase):
+    """What Lazuli runs: the lowering table's verdict, before tracing. A getitem goes with its
+    producer, so a partition never receives a tuple."""
+
+    def __init__(self, refused):
+        self.refused = refused  # {node name: reason} decided beforehand (bad-input fallbacks)
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node.op != "call_function":
+            return False
+        if node.name in self.refused:
+            return False
+        if node.target is operator.getitem:
+            src = node.args[0]
+            return isinstance(src, torch.fx.Node) and self.is_node_supported(submodules, src)
+        return lowering.why_not_lowered(node) is None
+
+
+def _fallback_runner(target):
+    """The target of a node that runs in PyTorch eager, counted on every run."""
+    name = f"fallback::{target}"
+
+    def run(*args, **kwargs):
+        _C._bump_counter(name, 1)
+        return target(*args, **kwargs)
+
+    # Not functools.wraps: FX would then emit the ATen op itself (its torch module and name).
+    run.__name__ = run.__qualname__ = "lazuli_fallback_" + str(target).replace(".", "_")
+    run.__lazuli_fallback__ = target
+    return run
+
+
+class _Report:
+    """What LAZULI_DEBUG prints about one FX graph: its partitions and the nodes that fall back."""
+
+    def __init__(self, name, kind):
+        self.name, self.kind = name, kind
+        self.lines: List[str] = []
+
+    def fallback(self, node, why):
+        where = user_line(node)
+        self.lines.append(f"  fallback {node.target} (node %{node.name}): {why}"
+                          + (f"\n      at {where}" if where else ""))
+
+
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward"):
+    """An ATen FX graph (after aot_autograd) as a callable: partitions Lazuli lowers, the rest in
+    eager. Returns a function of the graph's placeholders, boxed (called with a list)."""
+    name = f"graph{next(_GRAPH_IDS)}.{kind}"
+    _count("TorchGraphCompiled")
+    report = _Report(name, kind)
+    support = _LazuliSupport({})
+    partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    fused = partitioner.fuse_partitions(partitions) if partitions else gm
+    n_part = 0
+    for node in list(fused.graph.nodes):
+        if node.op == "call_module" and node.target.startswith("fused_"):
+            sub = getattr(fused, node.target)
+            setattr(fused, node.target, LazuliPartition(sub, f"{name}.{node.target}"))
+            n_part += 1
+        elif node.op == "call_function" and node.target is not operator.getitem:
+            why = lowering.why_not_lowered(node) or "not in a partition"
+            report.fallback(node, why)
+            node.target = _fallback_runner(node.target)
+    fused.recompile()
+    _count("TorchPartition", n_part)
+    if _debug_level() > 0:
+        nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
+        _log(f"lazuli.torch: compiled {name}: {nodes} ATen nodes, {n_part} Lazuli partition(s), "
+             f"{len(report.lines)} node(s) in PyTorch eager" + ("\n" if report.lines else "")
+             + "\n".join(report.lines))
+
+    def run(args):
+        # aot_autograd's boxed convention: we own `args` and clear it, so inputs can be freed early.
+        a = list(args)
+        args.clear()
+        return fused(*a)
+
+    run._boxed_call = True
+    run.__lazuli_graph__ = fused
+    return run
+
+
+# ---- one partition ------------------------------------------------------------------------------
+
+def _signature(args) -> Tuple:
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.dtype, tuple(a.shape)))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+class _Traced:
+    """One input signature of a partition: its warm program and where each output comes from."""
+    __slots__ = ("program", "spec", "outputs", "writebacks")
+
+    def __init__(self, program, spec, outputs, writebacks):
+        self.program = program    # _C._WarmProgram, or None when no output needs computing
+        self.spec = spec          # the output structure (torch.utils._pytree spec)
+        self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("const", tensor) | ("value", v)
+        self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
+
+
+class LazuliPartition(torch.nn.Module):
+    """A partition of an ATen graph whose every node lowers, run as Lazuli programs: one trace
+    and one compile (without running) per input signature, then replays."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        super().__init__()
+        self.gm = gm
+        self.name = name
+        self.traced: Dict[Tuple, _Traced] = {}
+        self.eager_reason: Optional[str] = None  # set when tracing failed: the partition runs in eager
+
+    def forward(self, *args):
+        if self.eager_reason is not None:
+            return self._run_eager(args)
+        key = _signature(args)
+        traced = self.traced.get(key)
+        if traced is None:
+            traced = self._trace(args)
+            if traced is None:
+                return self._run_eager(args)
+            self.traced[key] = traced
+        else:
+            _count("TorchReplay")
+        return self._run(traced, args)
+
+    # The trace: record on stand-ins over the inputs' memory, compile without running, drop.
+    def _trace(self, args) -> Optional[_Traced]:
+        _count("TorchTrace")
+        stand_ins = [to_lazuli(a) if isinstance(a, torch.Tensor) else a for a in args]
+        inputs = [s for s in stand_ins if isinstance(s, lz.Tensor)]
+        arg_of_input = [i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)]
+        program = _C._WarmProgram(inputs, self.name)  # notes the inputs' buffers before recording
+        try:
+            out = lowering.interpret(self.gm, *stand_ins)
+            flat, spec = torch.utils._pytree.tree_flatten(out)
+            del out
+            by_id = {id(s): i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)}
+            pending, outputs = [], []
+            for o in flat:
+                state = lz.debug.tensor_state(o) if isinstance(o, lz.Tensor) else None
+                if state is None:
+                    outputs.append(("value", o))
+                elif id(o) in by_id and state == "device_data":
+                    outputs.append(("arg", by_id[id(o)]))
+                elif state in ("device_data", "host"):
+                    outputs.append(("const", to_torch(o).clone()))
+                else:
+                    outputs.append(("run", len(pending)))
+                    pending.append(o)
+            # Stand-ins the graph updated in place (copy_ into a placeholder) have new IR now:
+            # their new values are outputs too, written back into the torch inputs.
+            writebacks = []
+            for j, s in enumerate(inputs):
+                if lz.debug.tensor_state(s) != "device_data":
+                    writebacks.append((arg_of_input[j], len(pending)))
+                    pending.append(s)
+            if pending:
+                program.compile(pending)
+            else:
+                program = None
+            if _debug_level() > 0:
+                shapes = ", ".join(f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}"
+                                   if isinstance(a, torch.Tensor) else repr(a) for a in args)
+                what = f"program {program.hash}" if program is not None else "no program (outputs are inputs)"
+                _log(f"lazuli.torch: traced {self.name} (first call with inputs {shapes}): {what}")
+        except Exception as e:  # noqa: BLE001  (any lowering error: this partition falls back)
+            self._refuse(e)
+            return None
+        finally:
+            del stand_ins, inputs
+        return _Traced(program, spec, outputs, writebacks)
+
+    def _run(self, traced: _Traced, args):
+        try:
+            return self._run_program(traced, args)
+        except lz.Error as e:
+            # As PyTorch reports a failing op: a RuntimeError, here naming the graph's ATen ops
+            # and the user's lines they came from (Lazuli's message names its own op).
+            raise RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {e}\n"
+                               f"  its ATen ops:\n{self._describe()}") from e
+
+    def _describe(self):
+        rows = []
+        for node in self.gm.graph.nodes:
+            if node.op == "call_function" and node.target is not operator.getitem:
+                line = user_line(node)
+                rows.append(f"    %{node.name} = {node.target}" + (f"  at {line}" if line else ""))
+        return "\n".join(rows)
+
+    def _run_program(self, traced: _Traced, args):
+        results = []
+        if traced.program is not None:
+            inputs = [to_lazuli(a) for a in args if isinstance(a, torch.Tensor)]
+            results = traced.program.run(inputs)
+        flat = []
+        for kind, v in traced.outputs:
+            if kind == "run":
+                flat.append(to_torch(results[v]))
+            elif kind == "arg":
+                flat.append(args[v])
+            elif kind == "const":
+                flat.append(v.clone())
+            else:
+                flat.append(v)
+        for i, k in traced.writebacks:
+            with torch.no_grad():
+                args[i].copy_(to_torch(results[k]))  # written once, as eager's in-place op would
+        return torch.utils._pytree.tree_unflatten(flat, traced.spec)
+
+    def _refuse(self, error):
+        node = _failing_node(error)
+        where = ""
+        if node is not None:
+            line = user_line(node)
+            where = f" at node %{node.name} ({node.target})" + (f", {line}" if line else "")
+        self.eager_reason = f"{type(error).__name__}: {error}"
+        traceback.clear_frames(error.__traceback__)
+        warnings.warn(f"lazuli.torch: {self.name} falls back to PyTorch eager: its lowering raised "
+                      f"while tracing{where}: {self.eager_reason}", RuntimeWarning, stacklevel=2)
+        _count("TorchTraceFailed")
+        if _debug_level() > 0:
+            _log(f"lazuli.torch: {self.name}: trace failed{where}: {self.eager_reason}; "
+                 f"runs in PyTorch eager")
+
+    def _run_eager(self, args):
+        for node in self.gm.graph.nodes:
+            if node.op == "call_function" and node.target is not operator.getitem:
+                _count(f"fallback::{node.target}")
+        return self.gm(*args)
+
+
+def _failing_node(error) -> Optional[torch.fx.Node]:
+    """The FX node lowering.interpret was at when `error` was raised (its frame's `node`)."""
+    tb = error.__traceback__
+    found = None
+    while tb is not None:
+        if tb.tb_frame.f_code is lowering.interpret.__code__:
+            found = tb.tb_frame.f_locals.get("node")
+        tb = tb.tb_next
+    return found
+
+
+# ---- the dynamo backend -------------------------------------------------------------------------
+
+def _decompositions():
+    table = getattr(lowering, "decompositions", None)
+    if table is not None:
+        return table()
+    return torch._decomp.core_aten_decompositions()
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The dynamo backend: ``torch.compile(model, backend="lazuli")``. Forward and backward graphs
+    go through aot_autograd (with the lowering table's decompositions) to `compile_aten_graph`."""
+    from torch._dynamo.backends.common import aot_autograd
+    if kwargs:
+        raise TypeError(f"lazuli backend: unknown options {sorted(kwargs)}")
+    fw = functools.partial(compile_aten_graph, kind="forward")
+    bw = functools.partial(compile_aten_graph, kind="backward")
+    inference = functools.partial(compile_aten_graph, kind="inference")
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                        decompositions=_decompositions())(gm, example_inputs)

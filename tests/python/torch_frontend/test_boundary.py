@@ -1,0 +1,61 @@
+"""Torch CPU tensors cross into Lazuli and back over the same memory (lazuli.torch.to_lazuli /
+to_torch): same addresses, each side sees the other's writes, and each keeps the other's memory
+alive."""
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import lazuli as lz
+from lazuli.torch import to_lazuli, to_torch
+from lazuli.torch._boundary import data_ptr
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool])
+def test_to_lazuli_is_device_data_over_the_torch_memory(dtype):
+    t = torch.arange(12).reshape(3, 4).to(dtype)
+    lt = to_lazuli(t)
+    assert lz.debug.tensor_state(lt) == "device_data"
+    assert data_ptr(lt) == t.data_ptr()
+    assert lt.shape == (3, 4)
+    t[0, 0] = 1 if dtype is not torch.bool else False  # a torch write is seen by Lazuli
+    np.testing.assert_array_equal(lt.numpy(), t.numpy())
+
+
+def test_to_lazuli_keeps_the_torch_storage_alive():
+    lt = to_lazuli(torch.arange(1000, dtype=torch.float64))
+    gc.collect()
+    assert lt.sum().item() == 499500.0
+
+
+def test_to_torch_is_a_view_of_the_lazuli_buffer_and_keeps_it():
+    x = lz.arange(6, dtype=lz.float32) * 2
+    t = to_torch(x)  # computes x (a value read), then shares its buffer
+    assert t.data_ptr() == data_ptr(x)
+    t[0] = 42.0  # shared memory: the write is seen from Lazuli
+    assert x.numpy()[0] == 42.0
+    del x
+    gc.collect()
+    torch.testing.assert_close(t, torch.tensor([42.0, 2, 4, 6, 8, 10]))
+
+
+def test_round_trip_shares_one_block():
+    t = torch.randn(4, 5)
+    back = to_torch(to_lazuli(t))
+    assert back.data_ptr() == t.data_ptr()
+    torch.testing.assert_close(back, t)
+
+
+def test_non_contiguous_tensor_is_copied_once_and_keeps_its_values():
+    t = torch.randn(4, 6).t()
+    lt = to_lazuli(t)
+    assert data_ptr(lt) != t.data_ptr()  # no dense block to share: the one documented copy
+    np.testing.assert_array_equal(lt.numpy(), t.numpy())
+
+
+def test_unsupported_dtype_raises_naming_it():
+    with pytest.raises(TypeError, match="float16"):
+        to_lazuli(torch.ones(2, dtype=torch.float16))
+    with pytest.raises(TypeError, match="lazuli.Tensor"):
+        to_torch(torch.ones(2))
