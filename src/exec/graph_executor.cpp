@@ -70,20 +70,27 @@ Roots collect(const std::vector<internal::TensorImplPtr>& tensors, bool include_
   return r;
 }
 
+namespace {
+// How many references each node gets from its users inside the graph (post-order index ->
+// count), read off the topology, which lists each node's operand indices node by node.
+std::vector<long> operand_refs(const PostOrder& po) {
+  std::vector<long> refs(po.nodes.size(), 0);
+  size_t n_operands = 0;
+  for (const ir::Node* n : po.nodes) n_operands += n->operands.size();
+  for (size_t t = 0; t < n_operands; ++t) refs[po.topology[t]]++;
+  return refs;
+}
+}  // namespace
+
 size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
   // Candidates: interior nodes with more references than the graph accounts for (a tensor's ir_
   // is one), roots aside. Without candidates no live tensor holds one, and the registry is not
   // scanned (a read in a loop with thousands of live parameters stays cheap).
-  std::unordered_map<const ir::Node*, long> graph_refs;
-  graph_refs.reserve(po.nodes.size());
-  for (const ir::Node* n : po.nodes) {
-    for (const ir::Value& v : n->operands) graph_refs[v.node.get()]++;
-  }
+  const std::vector<long> graph_refs = operand_refs(po);
   std::unordered_set<const ir::Node*> root_nodes;
   for (const ir::Value& v : roots.values) root_nodes.insert(v.node.get());
   // A value that reads no data (ones, arange, a constant expanded) is cheaper to recompute, and
-  // to fuse into its consumers, than to store; a leaf would only be copied. topology lists each
-  // node's operand indices.
+  // to fuse into its consumers, than to store; a leaf would only be copied.
   std::vector<bool> reads_data(po.nodes.size(), false);
   std::unordered_set<const ir::Node*> interior;
   for (size_t i = 0, t = 0; i < po.nodes.size(); ++i) {
@@ -93,7 +100,7 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
     t += n->operands.size();
     reads_data[i] = reads;
     if (!reads || n->op == ir::OpKind::DeviceData || root_nodes.count(n)) continue;
-    if (po.use_counts[i] > graph_refs[n]) interior.insert(n);
+    if (po.use_counts[i] > graph_refs[i]) interior.insert(n);
   }
   if (interior.empty()) return 0;
   std::unordered_set<const internal::TensorImpl*> already;
@@ -204,18 +211,16 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
   if (!any_candidate) return {};
   // A node referenced from outside this graph (by a tensor we do not sync, a saved value, a view's
   // cache) will be computed again later, so the buffers under it must keep their contents.
-  std::unordered_map<const ir::Node*, long> graph_refs;
-  for (const ir::Node* n : po.nodes) {
-    for (const ir::Value& v : n->operands) graph_refs[v.node.get()]++;
-  }
+  std::vector<long> graph_refs = operand_refs(po);
+  const size_t root_at = po.topology.size() - roots.values.size();  // the roots' indices follow
   for (size_t i = 0; i < roots.values.size(); ++i) {
     // Roots.values holds one reference; a stored root's tensor holds another, dropped at schedule.
-    graph_refs[roots.values[i].node.get()] += roots.store[i] ? 2 : 1;
+    graph_refs[po.topology[root_at + i]] += roots.store[i] ? 2 : 1;
   }
   std::unordered_set<const ir::Node*> needed_later;
   for (size_t i = po.nodes.size(); i-- > 0;) {
     const ir::Node* n = po.nodes[i];
-    bool ext = po.use_counts[i] > graph_refs[n] || needed_later.count(n);
+    bool ext = po.use_counts[i] > graph_refs[i] || needed_later.count(n);
     if (!ext) continue;
     needed_later.insert(n);
     for (const ir::Value& v : n->operands) needed_later.insert(v.node.get());

@@ -106,7 +106,8 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po);
 LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);
 
 // Step 3b. Buffer donation at a barrier: pairs (parameter index, root index) where the parameter's
-// buffer belonged to the root's tensor and nothing but this graph still references it.
+// buffer belonged to the root's tensor and nothing but this graph still references it. `po` is
+// post_order(roots.values).
 std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOrder& po);
 
 // Step 3. The graph hash: compile environment, root dag hashes (tensor-id order), parameter

@@ -217,20 +217,10 @@ def _logical_xor(a, b):
     return lz.logical_xor(cast(a, torch.bool), cast(b, torch.bool))
 
 
-@lower(aten.logical_not.default, dtypes=ALL)
-def _logical_not(a):
-    return lz.logical_not(a)
-
-
 for _name, _fn in (("bitwise_and", lz.bitwise_and), ("bitwise_or", lz.bitwise_or),
                    ("bitwise_xor", lz.bitwise_xor)):
     _packet = getattr(aten, _name)
     lower(_packet.Tensor, _packet.Scalar, dtypes=INTS | {torch.bool})(_cmp(_fn))
-
-
-@lower(aten.bitwise_not.default, dtypes=INTS | {torch.bool})
-def _bitwise_not(a):
-    return lz.bitwise_not(a)
 
 
 @lower(aten.where.self, dtypes=ALL)
@@ -280,29 +270,19 @@ def _fma(a, b, c):
 
 # ---- unary -----------------------------------------------------------------------------------
 
-@lower(aten.neg.default, dtypes=NUMBERS)
-def _neg(a):
-    return lz.neg(a)
-
-
-@lower(aten.abs.default, dtypes=NUMBERS)
-def _abs(a):
-    return lz.abs(a)
-
-
-@lower(aten.sign.default, dtypes=ALL)
-def _sign(a):
-    return lz.sign(a)
-
-
-def _unary_float(name, fn):
-    # Integer and bool inputs compute in the default float dtype, as eager does.
-    lower(getattr(aten, name).default, dtypes=ALL)(fn)
-
-
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-              "erf", "reciprocal"):
-    _unary_float(_name, getattr(lz, _name))
+# Overloads that are one Lazuli op of the same name, with the dtypes it takes as eager does.
+# Integer and bool inputs of the float functions compute in the default float dtype, as in eager.
+_UNARY = {
+    **{name: (NUMBERS, "") for name in ("neg", "abs", "floor", "ceil", "relu")},
+    "round": (NUMBERS, "half to even"),
+    "sign": (ALL, ""),
+    "logical_not": (ALL, ""),
+    "bitwise_not": (INTS | {torch.bool}, ""),
+    **{name: (ALL, "") for name in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+                                     "tanh", "sigmoid", "erf", "reciprocal")},
+}
+for _name, (_dtypes, _note) in _UNARY.items():
+    lower(getattr(aten, _name).default, dtypes=_dtypes, note=_note)(getattr(lz, _name))
 
 
 @lower(aten.exp2.default, dtypes=ALL)
@@ -320,21 +300,6 @@ def _log2(a):
 @lower(aten.log10.default, dtypes=ALL, note="log(x) / log(10)")
 def _log10(a):
     return lz.div(lz.log(a), math.log(10.0))
-
-
-@lower(aten.floor.default, dtypes=NUMBERS)
-def _floor(a):
-    return lz.floor(a)
-
-
-@lower(aten.ceil.default, dtypes=NUMBERS)
-def _ceil(a):
-    return lz.ceil(a)
-
-
-@lower(aten.round.default, dtypes=NUMBERS, note="half to even")
-def _round(a):
-    return lz.round(a)
 
 
 @lower(aten.round.decimals, dtypes=FLOATS)
@@ -370,11 +335,6 @@ def _isfinite(a):
     if not torch_dtype(a).is_floating_point:
         return lz.ones(*a.shape, dtype=lz.bool)
     return lz.lt(lz.abs(a), math.inf)
-
-
-@lower(aten.relu.default, dtypes=NUMBERS)
-def _relu(a):
-    return lz.relu(a)
 
 
 def _gelu_when(a, *, approximate="none"):
