@@ -327,13 +327,6 @@ def _failing_node(error) -> Optional[torch.fx.Node]:
 
 # ---- the dynamo backend -------------------------------------------------------------------------
 
-def _decompositions():
-    table = getattr(lowering, "decompositions", None)
-    if table is not None:
-        return table()
-    return torch._decomp.core_aten_decompositions()
-
-
 def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The dynamo backend: ``torch.compile(model, backend="lazuli")``. Forward and backward graphs
     go through aot_autograd (with the lowering table's decompositions) to `compile_aten_graph`."""
@@ -344,4 +337,4 @@ def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     bw = functools.partial(compile_aten_graph, kind="backward")
     inference = functools.partial(compile_aten_graph, kind="inference")
     return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                        decompositions=_decompositions())(gm, example_inputs)
+                        decompositions=lowering.decompositions())(gm, example_inputs)
