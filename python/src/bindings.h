@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 #include "lazuli/lazuli.h"
 
 namespace py = pybind11;

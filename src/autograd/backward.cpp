@@ -6,9 +6,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "autograd/grad_rules.h"
-#include "autograd/leaf_registry.h"
+#include "tensor/leaf_registry.h"
 #include "lazuli/autograd.h"
 #include "ops/frontend.h"
 

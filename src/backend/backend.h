@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 #include "core/hash.h"
 #include "ir/node.h"
 

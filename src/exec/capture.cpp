@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/compile_region.h"

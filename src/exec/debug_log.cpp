@@ -6,13 +6,14 @@
 #include <sstream>
 
 #include "core/config.h"
+#include "core/debug_write.h"
 #include "core/metrics.h"
 #include "ir/dump.h"
 
 namespace lz {
 namespace {
 
-std::mutex g_write_mu;  // guards writes to the debug stream and the graphs file
+std::mutex g_write_mu;  // guards writes to the graphs file
 
 std::string frames_str(const std::vector<UserFrame>& frames, size_t max) {
   std::ostringstream o;
@@ -25,18 +26,6 @@ std::string frames_str(const std::vector<UserFrame>& frames, size_t max) {
 }
 
 }  // namespace
-
-void debug_write(const std::string& text) {
-  std::lock_guard<std::mutex> l(g_write_mu);
-  const std::string& path = config().debug_file;
-  if (path.empty()) {
-    std::fputs(text.c_str(), stderr);
-    std::fflush(stderr);
-    return;
-  }
-  std::ofstream f(path, std::ios::app);
-  f << text;
-}
 
 void report_execution(const CutRecord& r) {
   const Config& c = config();

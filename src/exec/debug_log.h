@@ -1,10 +1,10 @@
-// What LAZULI_DEBUG, LAZULI_EXPLAIN_RECOMPILES and LAZULI_SAVE_GRAPHS_FILE print. Output goes to
-// stderr, or appended to LAZULI_DEBUG_FILE. One mutex serializes writers so blocks never
-// interleave.
+// What LAZULI_DEBUG, LAZULI_EXPLAIN_RECOMPILES and LAZULI_SAVE_GRAPHS_FILE print. Output goes through
+// core/debug_write.h: stderr, or appended to LAZULI_DEBUG_FILE; blocks never interleave.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "core/debug_write.h"
 #include "exec/cut_record.h"
 #include "ir/node.h"
 
@@ -17,7 +17,5 @@ void report_execution(const CutRecord& r);
 void save_graph(const CutRecord& r, const std::vector<ir::Value>& roots);
 // LAZULI_DEBUG: after each step barrier, warn once about patterns that cost time every step.
 void check_step_patterns(int64_t step);
-// Writes one block to the debug stream.
-void debug_write(const std::string& text);
 
 }  // namespace lz

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 
 namespace lz {
 

@@ -74,8 +74,8 @@ void finish_step(bool ran, const Hash128& hash) {
     closures.swap(s.closures);
   }
   if (config().emit_steplog) {
-    std::fprintf(stderr, "[lazuli] step %lld: %s graph %s\n", static_cast<long long>(step),
-                 ran ? "scheduled" : "nothing pending,", ran ? hash.hex().c_str() : "");
+    debug_write("[lazuli] step " + std::to_string(step) + ": " +
+                (ran ? "scheduled graph " + hash.hex() : std::string("nothing pending, graph ")) + "\n");
   }
   check_step_patterns(step);
   // After the barrier, in registration order; closures that read values share this execution.

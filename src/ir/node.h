@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 #include "core/hash.h"
 #include "core/shape.h"
 #include "ir/ops.h"

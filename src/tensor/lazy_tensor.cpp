@@ -1,7 +1,7 @@
 #include "tensor/lazy_tensor.h"
 
-#include "autograd/grad_mode.h"
-#include "autograd/leaf_registry.h"
+#include "core/grad_mode.h"
+#include "tensor/leaf_registry.h"
 #include "core/call_site.h"
 #include "core/metrics.h"
 #include "lazuli/error.h"

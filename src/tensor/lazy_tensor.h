@@ -21,7 +21,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 #include "ir/node.h"
 #include "tensor/view_layout.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/buffer.h"
+#include "core/buffer.h"
 #include "core/shape.h"
 #include "lazuli/lazuli.h"
 #include "op_test_util.h"

@@ -11,7 +11,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
-#include "exec/debug_log.h"
+#include "core/debug_write.h"
 #include "lazuli/error.h"
 
 namespace lz::cpu {

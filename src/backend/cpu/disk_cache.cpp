@@ -17,6 +17,7 @@
 #include <system_error>
 #include <vector>
 
+#include "core/debug_write.h"
 #include "core/metrics.h"
 
 namespace lz::cpu {
@@ -102,7 +103,7 @@ bool older(const timespec& a, const timespec& b) {
 }
 
 void warn(const std::string& message) {
-  std::fprintf(stderr, "lazuli: kernel cache: %s\n", message.c_str());
+  debug_write("lazuli: kernel cache: " + message + "\n");
 }
 
 // mkdir -p with mode 0700 for every directory it creates; 0 or the errno of the failure.

@@ -20,6 +20,7 @@
 #include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
 #include "core/config.h"
+#include "core/debug_write.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
@@ -106,10 +107,10 @@ DiskCache& disk_cache() {
     // write it can swap the subdirectory.
     struct stat st;
     if (!dir.empty() && ::stat(dir.c_str(), &st) == 0 && ((st.st_mode & 022) || st.st_uid != ::geteuid())) {
-      std::fprintf(stderr,
-                   "lazuli: kernel cache: %s is %s; loading code from it would let them run code "
-                   "in this process; the persistent kernel cache is off\n",
-                   dir.c_str(), (st.st_mode & 022) ? "writable by other users" : "owned by another user");
+      debug_write("lazuli: kernel cache: " + dir + " is " +
+                  ((st.st_mode & 022) ? "writable by other users" : "owned by another user") +
+                  "; loading code from it would let them run code in this process; the "
+                  "persistent kernel cache is off\n");
       o.dir = "";
     }
     o.read_only = read_only;

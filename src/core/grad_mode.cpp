@@ -1,4 +1,4 @@
-#include "autograd/grad_mode.h"
+#include "core/grad_mode.h"
 
 #include "lazuli/autograd.h"
 

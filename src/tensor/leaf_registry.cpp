@@ -1,4 +1,4 @@
-#include "autograd/leaf_registry.h"
+#include "tensor/leaf_registry.h"
 
 #include <mutex>
 #include <unordered_map>
