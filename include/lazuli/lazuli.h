@@ -3,6 +3,7 @@
 #include "lazuli/autograd.h"
 #include "lazuli/capture.h"
 #include "lazuli/debug.h"
+#include "lazuli/device.h"
 #include "lazuli/dtype.h"
 #include "lazuli/error.h"
 #include "lazuli/nn.h"

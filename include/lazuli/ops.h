@@ -2,9 +2,11 @@
 // ValueError / TypeError / IndexError naming the op, shapes and dtypes, with nothing recorded),
 // applies numpy broadcasting and PyTorch's type promotion, and records IR.
 #pragma once
+#include <functional>
 #include <optional>
 #include <vector>
 
+#include "lazuli/device.h"
 #include "lazuli/tensor.h"
 
 namespace lz {
@@ -37,6 +39,14 @@ class Operand {
 // must hold that many elements (it cannot be checked); a null `data` throws ValueError unless the
 // shape is empty.
 Tensor from_data(const void* data, DType dtype, const IntList& shape);
+// A tensor over memory the caller owns, without a copy (as torch::from_blob): `data` holds
+// numel(shape) C-contiguous elements of `dtype`, aligned for it, on `device`. `release`, if
+// given, runs once when Lazuli no longer uses the memory. Writes to the memory show in the tensor
+// until it takes a new value, and a sync that updates the tensor in place may write into it.
+// Throws ValueError (recording nothing, `release` not called) for a null or misaligned `data`, or
+// memory on a device the active backend does not compute on.
+Tensor from_blob(void* data, DType dtype, const IntList& shape, std::function<void()> release = {},
+                 DeviceId device = DeviceId::host());
 namespace internal {
 // Throws ValueError naming `op` unless `count` values fill `shape` exactly.
 void check_value_count(const char* op, size_t count, const IntList& shape);

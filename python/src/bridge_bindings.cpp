@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "bindings.h"
+#include "backend/backend.h"
 #include "core/call_site.h"
 #include "core/config.h"
 #include "core/metrics.h"
@@ -113,6 +114,7 @@ py::array numpy_view(const Tensor& t) {
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   const std::shared_ptr<lz::Storage>& st = b->wait();
+  lz::active_backend().check_device(*st, "numpy view");  // a host array over the memory itself
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   auto* keep = new lz::BufferPtr(b);
   py::capsule base(keep, [](void* p) { delete static_cast<lz::BufferPtr*>(p); });

@@ -1,6 +1,7 @@
 // lazuli.debug: metrics, tensor states, graph hashes, dumps, and the recent cuts.
 #include "bindings.h"
 #include "exec/cut_record.h"
+#include "exec/device_executor.h"
 #include "exec/explain.h"
 #include "exec/graph_executor.h"
 #include "core/config.h"
@@ -58,6 +59,9 @@ void bind_debug(py::module_& m) {
   // For tests and notebooks: start from an empty compile cache, or change a setting that the
   // environment set at startup (the names are Config's fields, see docs/environment.md).
   d.def("_clear_compile_cache", &lz::clear_compile_cache);
+  // Tests only (exec/device_executor.h): no further program starts until the matching release.
+  d.def("_hold_executor", [] { lz::device_executor().hold(); });
+  d.def("_release_executor", [] { lz::device_executor().release(); });
   d.def("_set_config", [](const std::string& name, py::object value) {
     lz::Config& c = lz::mutable_config();
     if (name == "max_pending_nodes") c.max_pending_nodes = value.cast<int64_t>();

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "bindings.h"
+#include "backend/backend.h"
 #include "exec/cut_record.h"
 #include "ops/frontend.h"
 #include "tensor/lazy_tensor.h"
@@ -119,7 +120,7 @@ py::array to_numpy(const lz::Tensor& t) {
   }
   py::array out(dt, shape);
   size_t n = static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype());
-  if (n) std::memcpy(out.mutable_data(), b->wait()->data(), n);
+  lz::active_backend().download(*b->wait(), out.mutable_data(), n);
   return out;
 }
 

@@ -53,6 +53,38 @@ const Hash128& Backend::env_hash() {
   return env_hash_;
 }
 
+void Backend::check_device(const Storage& s, const char* what) const {
+  if (s.device() != device()) {
+    throw ValueError(std::string(what) + ": the memory is on " + s.device().str() + ", but the " +
+                     name() + " backend computes on " + device().str() +
+                     " (copy it to the host first, e.g. torch's .cpu())");
+  }
+}
+
+std::shared_ptr<Storage> Backend::upload(const void* src, size_t nbytes) {
+  std::shared_ptr<Storage> st = allocate(nbytes);
+  if (nbytes) std::memcpy(st->data(), src, nbytes);
+  return st;
+}
+
+void Backend::download(const Storage& src, void* dst, size_t nbytes) {
+  check_device(src, "download");
+  if (nbytes > src.nbytes()) throw ValueError("download: " + std::to_string(nbytes) +
+                                              " bytes asked of a " + std::to_string(src.nbytes()) +
+                                              "-byte storage");
+  if (nbytes) std::memcpy(dst, src.data(), nbytes);
+}
+
+void Backend::copy(const Storage& src, Storage& dst, size_t nbytes) {
+  check_device(src, "copy");
+  check_device(dst, "copy");
+  if (nbytes > src.nbytes() || nbytes > dst.nbytes()) {
+    throw ValueError("copy: " + std::to_string(nbytes) + " bytes between storages of " +
+                     std::to_string(src.nbytes()) + " and " + std::to_string(dst.nbytes()));
+  }
+  if (nbytes) std::memmove(dst.data(), src.data(), nbytes);
+}
+
 namespace {
 std::mutex g_backend_mu;  // guards g_backend creation and replacement
 std::unique_ptr<Backend> g_backend;

@@ -67,6 +67,20 @@ class Backend {
   virtual std::string describe(const LoweringGraph& graph, bool detail) = 0;
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
 
+  // Memory transfers: every host read or write of tensor memory outside a backend goes through
+  // these (value reads, host data becoming a tensor, the executor's copies), so a backend whose
+  // memory is not the host's implements them and nothing above it changes. The defaults are for
+  // host memory. Each refuses a Storage on another device with ValueError naming both devices.
+  virtual DeviceId device() const { return DeviceId::host(); }
+  // A new Storage on this backend's device holding `nbytes` from host memory `src`.
+  virtual std::shared_ptr<Storage> upload(const void* src, size_t nbytes);
+  // Copies the first `nbytes` of `src` (on this device) to host memory `dst`.
+  virtual void download(const Storage& src, void* dst, size_t nbytes);
+  // Copies the first `nbytes` of `src` to `dst`, both on this device.
+  virtual void copy(const Storage& src, Storage& dst, size_t nbytes);
+  // Throws ValueError unless `s` lives on this backend's device; `what` names the operation.
+  void check_device(const Storage& s, const char* what) const;
+
   // The first ingredient of every graph hash: name, compile_env() and the library's version and
   // build revision. Computed once per backend object.
   const Hash128& env_hash();

@@ -120,8 +120,12 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   }
 }
 
-Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
-    : data_(data), nbytes_(nbytes), owner_(std::move(owner)) {
+std::string DeviceId::str() const {
+  return type == DeviceType::Host ? std::string("host") : "cuda:" + std::to_string(index);
+}
+
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {
   if (!owner_) owner_ = std::shared_ptr<void>(data, [](void*) {});  // still external: never freed
 }
 
@@ -173,13 +177,6 @@ DeviceBuffer::DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> st
 DeviceBuffer::DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer)
     : dtype_(dtype), shape_(std::move(shape)), slot_(std::make_shared<BufferSlot>()) {
   slot_->producer = std::move(producer);
-}
-
-std::shared_ptr<DeviceBuffer> DeviceBuffer::copy_of(const DeviceBuffer& other) {
-  const std::shared_ptr<Storage>& src = other.wait();
-  auto st = std::make_shared<Storage>(other.nbytes());
-  if (other.nbytes()) std::memcpy(st->data(), src->data(), other.nbytes());
-  return std::make_shared<DeviceBuffer>(other.dtype(), other.shape(), std::move(st));
 }
 
 size_t DeviceBuffer::nbytes() const { return static_cast<size_t>(numel(shape_)) * dtype_size(dtype_); }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/shape.h"
+#include "lazuli/device.h"
 #include "lazuli/dtype.h"
 
 namespace lz {
@@ -23,20 +24,23 @@ namespace lz {
 class Storage {
  public:
   explicit Storage(size_t nbytes);
-  // Memory someone else owns (a numpy array, a torch tensor's storage): used in place, never
-  // freed here; `owner` keeps it alive until this Storage dies. It must be aligned for its
-  // dtype and stay valid and unmoved while `owner` lives.
-  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);
+  // Memory someone else owns (a numpy array, a torch tensor's storage, a DLPack tensor): used in
+  // place, never freed here; `owner` keeps it alive until this Storage dies (give it the
+  // deleter: `std::shared_ptr<void>(ctx, release)`). It must be aligned for its dtype and stay
+  // valid and unmoved while `owner` lives. `device` says where the bytes are.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device = DeviceId::host());
   ~Storage();
   bool external() const { return owner_ != nullptr; }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  DeviceId device() const { return device_; }
 
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  DeviceId device_;
   std::shared_ptr<void> owner_;  // set for external memory
 };
 
@@ -80,8 +84,6 @@ class DeviceBuffer {
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Storage> storage);
   // A placeholder filled by `producer` (the slot's storage is set before producer completes).
   DeviceBuffer(DType dtype, Shape shape, std::shared_ptr<Execution> producer);
-  // A ready copy of `other`'s contents (waits for its producer; throws its error).
-  static std::shared_ptr<DeviceBuffer> copy_of(const DeviceBuffer& other);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -5,8 +5,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/grad_mode.h"
+#include "backend/backend.h"
 #include "core/config.h"
+#include "core/grad_mode.h"
 #include "core/metrics.h"
 #include "exec/compile_region.h"
 #include "exec/cut_record.h"
@@ -354,7 +355,10 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
       BufferPtr b = args[i]->replay_input(&sole);
       BufferPtr copy;
       try {
-        copy = DeviceBuffer::copy_of(*b);
+        const std::shared_ptr<Storage>& src = b->wait();
+        std::shared_ptr<Storage> st = active_backend().allocate(b->nbytes());
+        active_backend().copy(*src, *st, b->nbytes());
+        copy = std::make_shared<DeviceBuffer>(b->dtype(), b->shape(), std::move(st));
       } catch (...) {
         // Raised here, at the call: not again at the next sync (as a value read does).
         if (b->producer()) device_executor().forget_error_of(b->producer().get());

@@ -60,6 +60,19 @@ void DeviceExecutor::forget_error_of(const Execution* exec) {
   }
 }
 
+void DeviceExecutor::hold() {
+  std::lock_guard<std::mutex> l(mu_);
+  ++holds_;
+}
+
+void DeviceExecutor::release() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (holds_ > 0) --holds_;
+  }
+  cv_.notify_all();
+}
+
 std::exception_ptr DeviceExecutor::take_error_of(const Execution* exec) {
   std::lock_guard<std::mutex> l(mu_);
   if (error_exec_ != exec) return nullptr;
@@ -83,7 +96,7 @@ void DeviceExecutor::loop() {
     spin_until(kIdleSpinNs, [&] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(l, [&] { return stop_ || (!queue_.empty() && holds_ == 0); });
       if (queue_.empty()) return;  // stop_ and drained
       item = std::move(queue_.front());
       queue_.pop_front();

@@ -36,17 +36,23 @@ class DeviceExecutor {
   // The pending error if it is `exec`'s, cleared; null otherwise. A read of a value a failed
   // program restored or still computed raises the failure there, once.
   std::exception_ptr take_error_of(const Execution* exec);
+  // Tests only: while held, no further program starts (the one running finishes), so a test can
+  // make "the producing program has not finished" certain instead of likely. Calls nest; every
+  // hold() needs its release() before anything waits for the executor (wait_all would block).
+  void hold();
+  void release();
 
  private:
   void loop();
 
   std::atomic<int64_t> queued_{0};  // queue_.size(), readable without mu_ (the idle spin)
-  std::mutex mu_;  // guards queue_, busy_, stop_, error_, error_exec_
+  std::mutex mu_;  // guards queue_, busy_, stop_, holds_, error_, error_exec_
   std::condition_variable cv_;
   std::condition_variable idle_cv_;
   std::deque<std::pair<std::shared_ptr<Execution>, std::function<void()>>> queue_;
   bool busy_ = false;
   bool stop_ = false;
+  int holds_ = 0;
   std::exception_ptr error_;
   const Execution* error_exec_ = nullptr;
   std::thread thread_;

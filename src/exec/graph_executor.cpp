@@ -363,7 +363,7 @@ bool restore_root(BufferSlot& out, const SlotPtr& before, const std::shared_ptr<
   bool is_param_storage = false;
   for (const SlotPtr& p : params) is_param_storage |= st && p->storage == st;
   if (!st || is_param_storage) st = active_backend().allocate(nbytes);
-  if (nbytes) std::memcpy(st->data(), before->storage->data(), nbytes);
+  active_backend().copy(*before->storage, *st, nbytes);
   out.storage = std::move(st);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/backend.h"
 #include "exec/capture.h"
 #include "ops/frontend.h"
 #include "tensor/device.h"
@@ -86,17 +87,41 @@ Tensor from_data(const void* data, DType dtype, const IntList& shape) {
   size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
   std::string what = "tensor(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
   if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
+  std::vector<uint8_t> normalized;
+  if (dtype == DType::Bool) {  // normalize to 0/1 so kernels may treat bool as a byte
+    const auto* b = static_cast<const uint8_t*>(data);
+    normalized.resize(nbytes);
+    for (size_t i = 0; i < nbytes; ++i) normalized[i] = b[i] != 0;
+    data = normalized.data();
+  }
   std::shared_ptr<Storage> st;
   try {
-    st = std::make_shared<Storage>(nbytes);
+    st = frontend::upload(data, nbytes);
   } catch (const OutOfMemoryError& e) {
     throw OutOfMemoryError(what + ": " + e.what());
   }
-  if (nbytes) std::memcpy(st->data(), data, nbytes);
-  if (dtype == DType::Bool) {  // normalize to 0/1 so kernels may treat bool as a byte
-    auto* b = static_cast<uint8_t*>(st->data());
-    for (size_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+  return Tensor(internal::TensorImpl::from_host(dtype, shape, std::move(st)));
+}
+
+Tensor from_blob(void* data, DType dtype, const IntList& shape, std::function<void()> release,
+                 DeviceId device) {
+  check_shape("from_blob", shape, dtype);
+  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  std::string what = "from_blob(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
+  if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) {
+    throw ValueError(what + ": the data pointer is not aligned for " + std::string(dtype_name(dtype)));
   }
+  Backend& be = active_backend();
+  if (device != be.device()) {
+    throw ValueError(what + ": the memory is on " + device.str() + ", but the " + be.name() +
+                     " backend computes on " + be.device().str());
+  }
+  // The deleter runs when the last Storage reference goes; nothing above can throw after this.
+  std::shared_ptr<void> owner(data, [release = std::move(release)](void*) {
+    if (release) release();
+  });
+  auto st = std::make_shared<Storage>(data, nbytes, std::move(owner), device);
   return Tensor(internal::TensorImpl::from_host(dtype, shape, std::move(st)));
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/backend.h"
 #include "exec/compile_region.h"
 #include "exec/graph_executor.h"
 
@@ -39,8 +40,8 @@ ir::Value unary(ir::OpKind op, ir::Value x) { return node(op, {std::move(x)}); }
 ir::Value scalar_value(const Scalar& s, DType dtype) {
   double d = s.kind() == Scalar::Kind::Float ? s.to_double() : static_cast<double>(s.to_int());
   if (d == 0.0 || d == 1.0) return {ir::make_constant(d, dtype), 0};
-  auto st = std::make_shared<Storage>(dtype_size(dtype));
-  void* p = st->data();
+  alignas(8) unsigned char bytes[8];
+  void* p = bytes;
   switch (dtype) {
     case DType::Bool: *static_cast<bool*>(p) = d != 0.0; break;
     case DType::Int32: *static_cast<int32_t*>(p) = static_cast<int32_t>(s.to_int()); break;
@@ -48,7 +49,7 @@ ir::Value scalar_value(const Scalar& s, DType dtype) {
     case DType::Float32: *static_cast<float*>(p) = static_cast<float>(s.to_double()); break;
     case DType::Float64: *static_cast<double*>(p) = s.to_double(); break;
   }
-  auto buf = std::make_shared<DeviceBuffer>(dtype, Shape{}, std::move(st));
+  auto buf = std::make_shared<DeviceBuffer>(dtype, Shape{}, upload(bytes, dtype_size(dtype)));
   return {ir::make_device_data(std::move(buf)), 0};
 }
 
@@ -128,6 +129,17 @@ std::vector<int64_t> reduce_dims(const IntList& dims, const Tensor& x, const cha
   }
   if (rank == 0) out.clear();  // reducing a scalar over dim 0/-1 is the identity
   return out;
+}
+
+std::vector<uint8_t> host_bytes(const BufferPtr& b) {
+  const std::shared_ptr<Storage>& st = b->wait();
+  std::vector<uint8_t> out(b->nbytes());
+  active_backend().download(*st, out.data(), out.size());
+  return out;
+}
+
+std::shared_ptr<Storage> upload(const void* src, size_t nbytes) {
+  return active_backend().upload(src, nbytes);
 }
 
 }  // namespace lz::frontend

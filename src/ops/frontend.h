@@ -44,6 +44,10 @@ BufferPtr read_buffer(const Tensor& t);
 // execution's error (once), and counts the transfer.
 BufferPtr schedule_read(const Tensor& t, CutReason reason);
 void finish_read(const BufferPtr& b);
+// The bytes of a read buffer (finish_read done), copied to the host through the backend.
+std::vector<uint8_t> host_bytes(const BufferPtr& b);
+// A new storage on the active backend's device holding `nbytes` of host memory `src`.
+std::shared_ptr<Storage> upload(const void* src, size_t nbytes);
 
 // "sum(float32[2, 3])": one tensor argument, for error messages.
 std::string desc(const char* op, const Tensor& x);

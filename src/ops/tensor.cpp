@@ -96,7 +96,7 @@ T Tensor::item() const {
                      shape_str(shape()) + ") cannot be converted to a scalar");
   }
   BufferPtr b = frontend::read_buffer(*this);
-  return convert_element<T>(b->dtype(), b->wait()->data(), 0);
+  return convert_element<T>(b->dtype(), frontend::host_bytes(b).data(), 0);
 }
 
 template <typename T>
@@ -105,7 +105,8 @@ std::vector<T> Tensor::to_vector() const {
   BufferPtr b = frontend::read_buffer(*this);
   int64_t n = numel();
   std::vector<T> out(static_cast<size_t>(n));
-  const void* p = n ? b->wait()->data() : nullptr;
+  std::vector<uint8_t> bytes = frontend::host_bytes(b);
+  const void* p = bytes.data();
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = convert_element<T>(b->dtype(), p, i);
   return out;
 }
@@ -124,7 +125,8 @@ template std::vector<double> Tensor::to_vector<double>() const;
 std::string Tensor::to_string() const {
   check_defined("to_string");
   BufferPtr b = frontend::read_buffer(*this);
-  const void* p = numel() ? b->wait()->data() : nullptr;
+  std::vector<uint8_t> bytes = frontend::host_bytes(b);
+  const void* p = bytes.data();
   DType dt = dtype();
   auto elem = [&](int64_t i) {
     std::ostringstream o;

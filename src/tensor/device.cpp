@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backend/backend.h"
 #include "ir/node.h"
 
 namespace lz::internal {
@@ -44,9 +45,7 @@ int64_t LiveTensorRegistry::size() const {
 
 namespace {
 BufferPtr seed_buffer(int64_t seed) {
-  auto s = std::make_shared<Storage>(sizeof(int64_t));
-  std::memcpy(s->data(), &seed, sizeof(seed));
-  return std::make_shared<DeviceBuffer>(DType::Int64, Shape{}, std::move(s));
+  return std::make_shared<DeviceBuffer>(DType::Int64, Shape{}, active_backend().upload(&seed, sizeof(seed)));
 }
 }  // namespace
 
