@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/grad_mode.h"
 #include "core/metrics.h"
+#include "exec/capture_replay.h"
 #include "exec/compile_region.h"
 #include "exec/cut_record.h"
 #include "exec/debug_log.h"
@@ -38,15 +39,6 @@ size_t first_alias(const std::vector<TensorImplPtr>& v, size_t i) {
   return static_cast<size_t>(std::find(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v[i]) - v.begin());
 }
 
-// Computes these tensors' pending values before a call (cut reason compile-region-start).
-void sync_before_call(const std::vector<TensorImplPtr>& tensors) {
-  if (tensors.empty()) return;
-  SyncConfig cfg;
-  cfg.barrier = true;
-  cfg.reason = CutReason::CompileRegionStart;
-  sync_tensors_graph(tensors, cfg);
-}
-
 // The tensor part of a call's signature: dtype, shape and view-ness of each argument, which
 // arguments are the same tensor, and the identity of an argument that requires grad (its .grad is
 // one of the record's sinks). Grad mode too: it changes what the body records.
@@ -63,29 +55,6 @@ uint64_t signature(const std::vector<TensorImplPtr>& args, uint64_t extra_key) {
     if (t->requires_grad_flag()) h.add(t->id());
   }
   return h.digest().lo;
-}
-
-// View arguments become copies (a replay reads whole buffers); returns which were replaced.
-// Pending arguments are synced with them, so every argument holds device data afterwards.
-std::vector<bool> materialize_args(std::vector<TensorImplPtr>& args) {
-  std::vector<bool> copied(args.size(), false);
-  std::vector<TensorImplPtr> to_sync;
-  for (size_t i = 0; i < args.size(); ++i) {
-    TensorState s = args[i]->state();
-    if (s == TensorState::View) {
-      bool was = autograd::grad_enabled();
-      autograd::set_grad_enabled(false);  // an argument is an input: no tape through the copy
-      ir::Value v = args[i]->value();
-      autograd::set_grad_enabled(was);
-      args[i] = TensorImpl::from_value(std::move(v));
-      copied[i] = true;
-      to_sync.push_back(args[i]);
-    } else if (s == TensorState::IR) {
-      to_sync.push_back(args[i]);
-    }
-  }
-  sync_before_call(to_sync);
-  return copied;
 }
 
 bool same_tensor(const std::weak_ptr<TensorImpl>& a, const std::weak_ptr<TensorImpl>& b) {
@@ -123,6 +92,46 @@ struct StartTensor {
 };
 
 }  // namespace
+
+namespace capture_detail {
+
+// Computes these tensors' pending values before a call (cut reason compile-region-start).
+void sync_before_call(const std::vector<TensorImplPtr>& tensors) {
+  if (tensors.empty()) return;
+  SyncConfig cfg;
+  cfg.barrier = true;
+  cfg.reason = CutReason::CompileRegionStart;
+  sync_tensors_graph(tensors, cfg);
+}
+
+// View arguments become copies (a replay reads whole buffers); returns which were replaced.
+// Pending arguments are synced with them, so every argument holds device data afterwards.
+std::vector<bool> materialize_args(std::vector<TensorImplPtr>& args) {
+  std::vector<bool> copied(args.size(), false);
+  std::vector<TensorImplPtr> to_sync;
+  for (size_t i = 0; i < args.size(); ++i) {
+    TensorState s = args[i]->state();
+    if (s == TensorState::View) {
+      bool was = autograd::grad_enabled();
+      autograd::set_grad_enabled(false);  // an argument is an input: no tape through the copy
+      ir::Value v = args[i]->value();
+      autograd::set_grad_enabled(was);
+      args[i] = TensorImpl::from_value(std::move(v));
+      copied[i] = true;
+      to_sync.push_back(args[i]);
+    } else if (s == TensorState::IR) {
+      to_sync.push_back(args[i]);
+    }
+  }
+  sync_before_call(to_sync);
+  return copied;
+}
+
+}  // namespace capture_detail
+
+using capture_detail::materialize_args;
+using capture_detail::replay;
+using capture_detail::sync_before_call;
 
 bool capture_tracing() { return t_trace != nullptr; }
 
@@ -489,177 +498,6 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   }
   return outs;
 }
-
-namespace {
-
-// One replay of `rec`; false (and *why) when it must not run and the call should trace instead.
-bool replay(const CaptureRecord& rec, const std::string& name, std::vector<TensorImplPtr> args,
-            std::vector<TensorImplPtr>* outs, std::string* why) {
-  raise_pending_async_error();
-  std::vector<TensorImplPtr> src(rec.sources.size());
-  std::vector<TensorImplPtr> dst(rec.sinks.size());
-  std::vector<TensorImplPtr> grad_leaf(rec.sinks.size());
-  for (size_t i = 0; i < rec.sinks.size(); ++i) {
-    const CaptureSink& s = rec.sinks[i];
-    if (s.kind != CaptureSink::Kind::State) continue;
-    if (s.is_grad) {
-      grad_leaf[i] = s.grad_of.lock();
-      if (!grad_leaf[i]) {
-        *why = "a tensor whose .grad the function sets no longer exists";
-        return false;
-      }
-      // The leaf had no grad at the trace (zero_grad outside): with one now, the function would
-      // accumulate into it.
-      if (s.grad_was_none && grad_leaf[i]->grad()) {
-        *why = "a leaf whose .grad the function created at its trace now has a .grad (zero_grad "
-               "no longer called?), so the function would accumulate into it";
-        return false;
-      }
-    } else if (!(dst[i] = s.tensor.lock())) {
-      *why = "a tensor the function updated or created during its trace no longer exists (state "
-             "replaced, or a .grad set to None, outside the function)";
-      return false;
-    }
-  }
-  for (size_t i = 0; i < rec.sources.size(); ++i) {
-    const CaptureSource& s = rec.sources[i];
-    if (s.kind != CaptureSource::Kind::State) continue;
-    if (!(src[i] = s.tensor.lock())) {
-      *why = "a tensor the function reads no longer exists (replaced since the trace?)";
-      return false;
-    }
-    if (src[i]->requires_grad_flag() != s.requires_grad) {
-      *why = "a tensor the function reads changed requires_grad since the trace";
-      return false;
-    }
-  }
-  for (const CaptureOutput& o : rec.outputs) {
-    if (o.kind == CaptureOutput::Kind::Fixed && o.fixed.expired()) {
-      *why = "a tensor the function returned no longer exists (replaced since the trace?)";
-      return false;
-    }
-  }
-  // An argument that is also a tensor the program reads or writes as state: the trace saw them
-  // as two tensors, so replaying would mix them up.
-  for (size_t a = 0; a < args.size(); ++a) {
-    for (const TensorImplPtr& t : src) {
-      if (t && t == args[a]) {
-        *why = "argument " + std::to_string(a) + " is a tensor the function also reads through a global";
-        return false;
-      }
-    }
-    for (const TensorImplPtr& t : dst) {
-      if (t && t == args[a]) {
-        *why = "argument " + std::to_string(a) + " is a tensor the function also writes through a global";
-        return false;
-      }
-    }
-  }
-  for (const ReplayGuard& g : rec.guards) {
-    if (!g.check()) {
-      *why = "a replay guard registered by the traced code refused (e.g. an optimizer setting changed "
-             "the shape of its update)";
-      return false;
-    }
-  }
-  if (RegionState* r = current_region(); r && r->full_graph) {
-    check_execution_allowed(CutReason::CaptureReplay, user_frames(1));
-  }
-  materialize_args(args);
-  for (size_t i = 0; i < rec.sources.size(); ++i) {
-    const CaptureSource& s = rec.sources[i];
-    if (s.kind == CaptureSource::Kind::Arg) src[i] = args[s.arg];
-  }
-  for (size_t i = 0; i < rec.sinks.size(); ++i) {
-    if (rec.sinks[i].kind == CaptureSink::Kind::Arg) dst[i] = args[rec.sinks[i].index];
-  }
-  // State updated outside the function since the last run (pending IR) is computed first.
-  std::vector<TensorImplPtr> pending;
-  for (const TensorImplPtr& t : src) {
-    if (t && t->state() == TensorState::IR) pending.push_back(t);
-  }
-  sync_before_call(pending);
-
-  std::vector<BufferPtr> outputs(rec.root_types.size());
-  std::vector<std::pair<int, int>> donations;
-  {
-    auto lock = lock_executor();
-    std::vector<BufferPtr> params(rec.sources.size());
-    std::vector<bool> sole(rec.sources.size(), false);
-    for (size_t i = 0; i < rec.sources.size(); ++i) {
-      if (!src[i]) {
-        params[i] = rec.sources[i].constant;
-        continue;
-      }
-      bool s = false;
-      params[i] = src[i]->replay_input(&s);
-      sole[i] = s;
-      if (!params[i]) {
-        *why = "an input changed state while the replay started";
-        return false;
-      }
-    }
-    // One buffer read as two inputs (two tensors sharing it) is never donated.
-    for (size_t i = 0; i < params.size(); ++i) {
-      for (size_t j = i + 1; j < params.size(); ++j) {
-        if (params[i] == params[j]) sole[i] = sole[j] = false;
-      }
-    }
-    auto exec = std::make_shared<Execution>();
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      outputs[r] = std::make_shared<DeviceBuffer>(rec.root_types[r].first, rec.root_types[r].second, exec);
-    }
-    if (config().enable_param_aliasing) {
-      for (auto& [p, r] : rec.donations) {
-        if (sole[p] && src[p] && src[p] == dst[r]) donations.emplace_back(p, r);
-      }
-    }
-    // A replay that fails gives each kept tensor its value back (schedule_program's restore).
-    std::vector<SlotPtr> restore(outputs.size());
-    for (size_t r = 0; r < dst.size(); ++r) {
-      if (dst[r]) restore[r] = dst[r]->replay_assign(outputs[r]);
-    }
-    // Only `params` (dropped below) and the sources' old data nodes hold the replaced buffers now;
-    // the scheduled task keeps their memory through the slots.
-    schedule_program(rec.exe, rec.hash, params, outputs, donations, exec, std::move(restore), rec.origins);
-  }
-  if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
-  LZ_COUNTER("CaptureReplay", 1);
-
-  std::vector<TensorImplPtr> fresh(outputs.size());
-  for (size_t r = 0; r < grad_leaf.size(); ++r) {
-    if (!grad_leaf[r]) continue;
-    fresh[r] = TensorImpl::from_buffer(outputs[r]);  // also what a returned .grad returns
-    grad_leaf[r]->set_grad(fresh[r]);
-  }
-  outs->clear();
-  outs->reserve(rec.outputs.size());
-  for (const CaptureOutput& o : rec.outputs) {
-    switch (o.kind) {
-      case CaptureOutput::Kind::Root:
-        if (!fresh[o.index]) fresh[o.index] = TensorImpl::from_buffer(outputs[o.index]);
-        outs->push_back(fresh[o.index]);
-        break;
-      case CaptureOutput::Kind::Arg: outs->push_back(nullptr); break;  // the caller's own
-      case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed.lock()); break;
-    }
-  }
-  CutRecord record;
-  record.reason = CutReason::CaptureReplay;
-  record.hash = rec.hash;
-  record.inputs = rec.sources.size();
-  record.outputs = rec.root_types.size();
-  record.name = name;
-  if (config().debug > 0) {  // a replay never compiles: only the execution log shows it
-    record.frames = user_frames(config().debug_max_frame);
-    report_execution(record);
-  }
-  cut_log().add(std::move(record));
-  finish_step(true, rec.hash);
-  return true;
-}
-
-}  // namespace
 
 std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& args, uint64_t extra_key,
                                               const Body& body, std::shared_ptr<void>* frontend_data) {
