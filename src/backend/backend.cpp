@@ -42,7 +42,7 @@ std::string error_text(const std::exception_ptr& e) {
 PartialRunFailure::PartialRunFailure(std::vector<bool> failed, std::exception_ptr e, int node)
     : root_failed(std::move(failed)), error(std::move(e)), failed_node(node), what_(error_text(error)) {}
 
-const Hash128& Backend::env_hash() {
+const Hash128& Backend::compile_env_hash() {
   std::call_once(env_once_, [this] {
     Hasher h;
     h.add_str(name());

@@ -58,7 +58,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // Everything that changes generated code: enters every graph hash first.
+  // The backend's part of the compile environment: every setting of it that changes generated
+  // code (compile_env_hash() adds the rest).
   virtual Hash128 compile_env() const = 0;
   virtual std::shared_ptr<Executable> compile(const LoweringGraph& graph) = 0;
   // What compile() would make of `graph`, in words, for dumps (debug::dump_kernels): builds
@@ -81,9 +82,9 @@ class Backend {
   // Throws ValueError unless `s` lives on this backend's device; `what` names the operation.
   void check_device(const Storage& s, const char* what) const;
 
-  // The first ingredient of every graph hash: name, compile_env() and the library's version and
-  // build revision. Computed once per backend object.
-  const Hash128& env_hash();
+  // The compile environment, whole: name, compile_env() and the library's version and build
+  // revision; the first ingredient of every graph hash. Computed once per backend object.
+  const Hash128& compile_env_hash();
 
  private:
   std::once_flag env_once_;

@@ -308,7 +308,7 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
   GraphKeyInfo k;
   k.call_site = call_site;
   k.value_read = value_read;
-  k.env = compile_env_hash();
+  k.env = active_backend().compile_env_hash();
   k.graph = graph;
   for (size_t i = 0; i < roots.values.size(); ++i) {
     const auto& t = roots.tensors[i];

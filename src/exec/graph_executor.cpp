@@ -256,12 +256,10 @@ LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po) {
   return g;
 }
 
-Hash128 compile_env_hash() { return active_backend().env_hash(); }
-
 Hash128 graph_hash(const Roots& roots, const PostOrder& po,
                    const std::vector<std::pair<int, int>>& donations) {
   Hasher h;
-  h.add(compile_env_hash());
+  h.add(active_backend().compile_env_hash());
   h.add<uint64_t>(roots.values.size());
   for (const ir::Value& v : roots.values) {
     h.add(v.hash());

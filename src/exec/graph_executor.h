@@ -112,7 +112,6 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
 
 // Step 3. The graph hash: compile environment, root dag hashes (tensor-id order), parameter
 // sequence, topology, donation pairs.
-Hash128 compile_env_hash();
 Hash128 graph_hash(const Roots& roots, const PostOrder& po,
                    const std::vector<std::pair<int, int>>& donations);
 
