@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
+#include "exec/step.h"
 
 namespace lzpy {
 namespace {

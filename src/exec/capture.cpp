@@ -15,6 +15,7 @@
 #include "exec/debug_log.h"
 #include "exec/device_executor.h"
 #include "exec/graph_executor.h"
+#include "exec/step.h"
 #include "lazuli/capture.h"
 #include "lazuli/error.h"
 #include "tensor/device.h"

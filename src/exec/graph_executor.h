@@ -146,15 +146,6 @@ void resize_compile_cache(size_t n);
 void clear_compile_cache();
 size_t compile_cache_entries();
 
-// The step marker (exec/step.cpp).
-void step_barrier(bool wait, bool reset_scope, CutReason reason = CutReason::UserSync,
-                  ProgramCapture* capture = nullptr);
-// The end of a step (after its barrier's sync, or a capture replay): MarkStep, the step log, the
-// step closures.
-void finish_step(bool ran, const Hash128& hash);
-void register_step_closure(std::function<void()> fn);
-int64_t step_count();
-
 // Eager mode: every recorded op is synced at once as its own program (cut reason eager-op).
 void set_eager_mode(bool enabled);
 bool eager_mode();

@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/graph_executor.h"
+#include "exec/step.h"
 #include "ir/dump.h"
 #include "lazuli/debug.h"
 #include "lazuli/runtime.h"

@@ -1,4 +1,6 @@
 // The step marker: sync(wait, reset_scope) (DESIGN.md section 4).
+#include "exec/step.h"
+
 #include <cstdio>
 #include <functional>
 #include <mutex>
