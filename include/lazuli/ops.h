@@ -156,6 +156,18 @@ Tensor logsumexp(const Tensor& x, const IntList& dims = {}, bool keepdim = false
 Tensor all(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 Tensor any(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 
+// ---- ordering ---------------------------------------------------------------------------------
+// (values, indices) sorted along dim, ascending unless `descending`; NaN sorts as the largest
+// value; equal elements keep their input order (every sort is stable; `stable` is accepted as in
+// PyTorch).
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                               bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor msort(const Tensor& x);  // sort(x, 0).values
+// The k largest (or smallest) along dim, as (values, indices), in sorted order.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+
 // ---- matrix -----------------------------------------------------------------------------------
 // numpy/PyTorch matmul: 1-D operands are promoted and the added dim removed; batch dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -15,6 +15,7 @@ from ._C import (  # noqa: F401  (the public names of API.md)
     add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
     logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, where, clamp,
     sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, logsumexp, all, any,
+    sort, argsort, msort, topk,
     matmul, reshape, flatten, squeeze, unsqueeze, transpose, permute, broadcast_to, cat, concat,
     stack, split, chunk, index_select, gather, scatter_add, result_type,
     sync, sync_tensors, wait, add_step_closure, device_count, backend,
@@ -23,6 +24,7 @@ from ._tensor import tensor  # noqa: F401
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
+from . import return_types  # noqa: F401
 
 # Raised from the extension, but a public name of the package: tracebacks and repr say
 # lazuli.ExecutionError (lazuli._C.ExecutionError is the same class).

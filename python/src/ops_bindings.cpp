@@ -214,6 +214,39 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
     m.def(is_max ? "max" : "min", fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(is_max ? "max" : "min", fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
+  // Ordering: named tuples (values, indices) as torch.return_types.sort / topk.
+  for (const char* name : {"sort", "topk"}) {
+    m.attr(("_" + std::string(name) + "_result").c_str()) =
+        namedtuple(name, py::make_tuple("values", "indices"), py::arg("module") = "lazuli.return_types");
+  }
+  {
+    py::handle sort_result = m.attr("_sort_result"), topk_result = m.attr("_topk_result");
+    auto sort = [sort_result](const Tensor& x, int64_t dim, bool descending, bool stable) {
+      auto r = lz::sort(x, dim, descending, stable);
+      return sort_result(r.first, r.second);
+    };
+    m.def("sort", sort, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
+          py::kw_only(), py::arg("stable") = false);
+    cls.def("sort", sort, py::arg("dim") = -1, py::arg("descending") = false, py::kw_only(),
+            py::arg("stable") = false);
+    auto argsort = [](const Tensor& x, int64_t dim, bool descending, bool stable) {
+      return lz::argsort(x, dim, descending, stable);
+    };
+    m.def("argsort", argsort, py::arg("input"), py::arg("dim") = -1, py::arg("descending") = false,
+          py::arg("stable") = false);
+    cls.def("argsort", argsort, py::arg("dim") = -1, py::arg("descending") = false,
+            py::arg("stable") = false);
+    m.def("msort", &lz::msort, py::arg("input"));
+    cls.def("msort", &lz::msort);
+    auto topk = [topk_result](const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
+      auto r = lz::topk(x, k, dim, largest, sorted);
+      return topk_result(r.first, r.second);
+    };
+    m.def("topk", topk, py::arg("input"), py::arg("k"), py::arg("dim") = -1,
+          py::arg("largest") = true, py::arg("sorted") = true);
+    cls.def("topk", topk, py::arg("k"), py::arg("dim") = -1, py::arg("largest") = true,
+            py::arg("sorted") = true);
+  }
   for (bool is_max : {true, false}) {
     auto fn = [is_max](const Tensor& x, py::object dim, bool keepdim) {
       std::optional<int64_t> d = opt_int_arg(dim, "dim");

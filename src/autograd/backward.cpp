@@ -33,8 +33,9 @@ std::vector<NodePtr> requires_grad_post_order(const NodePtr& root) {
     const ir::Node& n = *f.node;
     bool leaf = autograd::grad_rule(n.op).kind == autograd::GradKind::Leaf;
     if (!leaf && f.next < n.operands.size()) {
-      const NodePtr& c = n.operands[f.next++].node;
-      if (c->requires_grad && !seen[c.get()]) {
+      const Value& v = n.operands[f.next++];
+      const NodePtr& c = v.node;
+      if (v.requires_grad() && !seen[c.get()]) {
         seen[c.get()] = true;
         stack.push_back({c, 0});
       }
@@ -64,7 +65,7 @@ bool requires_grad(const Tensor& t) {
   if (!t.defined()) throw ValueError("requires_grad: the tensor is undefined");
   if (t.impl()->requires_grad_flag()) return true;
   EnableGradGuard on;  // the question is about the tensor, not about the current mode
-  return t.impl()->autograd_value().node->requires_grad;
+  return t.impl()->autograd_value().requires_grad();
 }
 
 Tensor& set_requires_grad(Tensor& t, bool on) {
@@ -116,7 +117,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     EnableGradGuard on;
     rv = root.impl()->autograd_value();
   }
-  if (!rv.node->requires_grad) {
+  if (!rv.requires_grad()) {
     throw Error("backward: the tensor does not require grad (no input of its computation has "
                 "requires_grad=True, or it was computed under no_grad)");
   }
@@ -143,17 +144,24 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
                   "retain_graph=True to the first backward if you need to");
     }
   }
-  std::unordered_map<const ir::Node*, Value> grads;
-  grads[rv.node.get()] = g0;
+  // The gradient reaching each output of each node (an empty Value: none reached it).
+  std::unordered_map<const ir::Node*, std::vector<Value>> grads;
+  auto add_grad = [&grads](const Value& to, Value g) {
+    auto [it, fresh] = grads.try_emplace(to.node.get());
+    if (fresh) it->second.resize(static_cast<size_t>(to.node->num_outputs()));
+    Value& slot = it->second[static_cast<size_t>(to.index)];
+    slot = slot ? frontend::node(ir::OpKind::Add, {slot, std::move(g)}) : std::move(g);
+  };
+  add_grad(rv, g0);
   for (size_t i = order.size(); i-- > 0;) {
     const NodePtr& n = order[i];
     auto it = grads.find(n.get());
     if (it == grads.end()) continue;
-    Value g = std::move(it->second);
+    std::vector<Value> g = std::move(it->second);
     grads.erase(it);
     autograd::GradRule rule = autograd::grad_rule(n->op);
     if (rule.kind == autograd::GradKind::Leaf) {
-      if (auto t = autograd::leaf_tensor(n.get())) accumulate_grad(t, g);
+      if (auto t = autograd::leaf_tensor(n.get())) accumulate_grad(t, g[0]);
       continue;
     }
     if (rule.kind == autograd::GradKind::NotDifferentiable) {
@@ -161,13 +169,11 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
                   ", which is not differentiable");
     }
     ir::InheritOriginScope inherit(n->origin);  // a gradient's index ops report the forward op
-    std::vector<Value> og = rule.fn(*n, Value{n, 0}, g);
+    std::vector<Value> og = rule.multi ? rule.multi(n, g) : rule.fn(*n, Value{n, 0}, g[0]);
     for (size_t j = 0; j < n->operands.size(); ++j) {
       const Value& operand = n->operands[j];
-      if (!operand.node->requires_grad || !og[j]) continue;
-      Value c = frontend::cast(og[j], operand.dtype());
-      auto [slot, fresh] = grads.try_emplace(operand.node.get(), c);
-      if (!fresh) slot->second = frontend::node(ir::OpKind::Add, {slot->second, c});
+      if (!operand.requires_grad() || !og[j]) continue;
+      add_grad(operand, frontend::cast(og[j], operand.dtype()));
     }
     if (!retain_graph) n->grad_consumed = true;
   }

@@ -31,16 +31,11 @@ Value neg(Value a) { return nd(OpKind::Neg, {std::move(a)}); }
 Value where(Value c, Value a, Value b) { return nd(OpKind::Where, {std::move(c), std::move(a), std::move(b)}); }
 Value reshape(Value v, const Shape& s) {
   if (v.shape() == s) return v;
-  Attrs a;
-  a.ints = s;
-  return nd(OpKind::Reshape, {std::move(v)}, a);
+  return nd(OpKind::Reshape, {std::move(v)}, ir::ShapeAttrs{s});
 }
 Value zeros_v(const Shape& s, DType dt) { return frontend::broadcast_to(k(0, dt), s); }
 Value sum_dims(Value v, std::vector<int64_t> dims, bool keepdim) {
-  Attrs a;
-  a.ints = std::move(dims);
-  a.flag = keepdim;
-  return nd(OpKind::ReduceSum, {std::move(v)}, a);
+  return nd(OpKind::ReduceSum, {std::move(v)}, ir::ReduceAttrs{std::move(dims), keepdim});
 }
 Value as_float(Value mask, DType dt) { return frontend::cast(std::move(mask), dt); }
 
@@ -60,7 +55,7 @@ Value reduce_to(Value g, const Shape& target) {
 // The reduced output (or its gradient) with the reduced dims back as 1s, expanded to `in`.
 Value unreduce(const Value& v, const Node& n, const Shape& in) {
   Shape kept = in;
-  for (int64_t d : n.attrs.ints) kept[d] = 1;
+  for (int64_t d : n.attr<ir::ReduceAttrs>().dims) kept[d] = 1;
   return frontend::broadcast_to(reshape(v, kept), in);
 }
 
@@ -178,10 +173,9 @@ Grads reduce_prod_rule(const Node& n, const Value& out, const Value& g) {
   Value zero = k(0, dt), one = k(1, dt);
   Value is_zero = nd(OpKind::Eq, {x, zero});
   Value nonzero = where(is_zero, one, x);
-  Attrs kept = n.attrs;
-  kept.flag = true;
-  Value others = nd(OpKind::ReduceProd, {nonzero}, kept);  // product of the nonzero elements
-  Value one_zero = nd(OpKind::Eq, {sum_dims(as_float(is_zero, dt), n.attrs.ints, true), one});
+  const std::vector<int64_t>& dims = n.attr<ir::ReduceAttrs>().dims;
+  Value others = nd(OpKind::ReduceProd, {nonzero}, ir::ReduceAttrs{dims, true});  // the nonzero ones
+  Value one_zero = nd(OpKind::Eq, {sum_dims(as_float(is_zero, dt), dims, true), one});
   Value at_zero = frontend::broadcast_to(where(one_zero, others, zero), in);
   Value elsewhere = div(unreduce(out, n, in), nonzero);
   return {mul(unreduce(g, n, in), where(is_zero, at_zero, elsewhere))};
@@ -190,16 +184,16 @@ Grads reduce_prod_rule(const Node& n, const Value& out, const Value& g) {
 Grads reduce_extremum_rule(const Node& n, const Value& out, const Value& g) {
   const Shape& in = x0(n).shape();
   Value mask = as_float(nd(OpKind::Eq, {x0(n), unreduce(out, n, in)}), g.dtype());
-  Value count = sum_dims(mask, n.attrs.ints, true);
+  Value count = sum_dims(mask, n.attr<ir::ReduceAttrs>().dims, true);
   return {div(mul(mask, unreduce(g, n, in)), count)};
 }
 
 // ---- matrix ----
 Value transpose_last(const Value& v) {
-  Attrs a;
+  ir::PermuteAttrs a;
   int64_t r = static_cast<int64_t>(v.shape().size());
-  for (int64_t i = 0; i < r; ++i) a.ints.push_back(i);
-  std::swap(a.ints[r - 1], a.ints[r - 2]);
+  for (int64_t i = 0; i < r; ++i) a.perm.push_back(i);
+  std::swap(a.perm[r - 1], a.perm[r - 2]);
   return nd(OpKind::Permute, {v}, a);
 }
 Grads matmul_rule(const Node& n, const Value&, const Value& g) {
@@ -211,9 +205,9 @@ Grads matmul_rule(const Node& n, const Value&, const Value& g) {
 // ---- movement ----
 Grads reshape_rule(const Node& n, const Value&, const Value& g) { return {reshape(g, x0(n).shape())}; }
 Grads permute_rule(const Node& n, const Value&, const Value& g) {
-  Attrs inv;
-  inv.ints.resize(n.attrs.ints.size());
-  for (size_t i = 0; i < n.attrs.ints.size(); ++i) inv.ints[n.attrs.ints[i]] = static_cast<int64_t>(i);
+  const std::vector<int64_t>& perm = n.attr<ir::PermuteAttrs>().perm;
+  ir::PermuteAttrs inv{std::vector<int64_t>(perm.size())};
+  for (size_t i = 0; i < perm.size(); ++i) inv.perm[perm[i]] = static_cast<int64_t>(i);
   return {nd(OpKind::Permute, {g}, inv)};
 }
 Grads expand_rule(const Node& n, const Value&, const Value& g) { return {reduce_to(g, x0(n).shape())}; }
@@ -222,12 +216,10 @@ Grads slice_rule(const Node& n, const Value&, const Value& g) {
 }
 Grads cat_rule(const Node& n, const Value&, const Value& g) {
   Grads out;
-  int64_t dim = n.attrs.ints[0], at = 0;
+  int64_t dim = n.attr<ir::DimAttrs>().dim, at = 0;
   for (const Value& v : n.operands) {
-    Attrs a;
     int64_t len = v.shape()[dim];
-    a.ints = {dim, at, at + len, 1};
-    out.push_back(nd(OpKind::Slice, {g}, a));
+    out.push_back(nd(OpKind::Slice, {g}, ir::SliceAttrs{dim, at, at + len, 1}));
     at += len;
   }
   return out;
@@ -241,7 +233,7 @@ Grads slice_scatter_rule(const Node& n, const Value&, const Value& g) {
 Grads index_select_rule(const Node& n, const Value&, const Value& g) {
   const Shape& in = x0(n).shape();
   if (in.empty()) return {reshape(g, in), Value{}};
-  int64_t dim = n.attrs.ints[0];
+  int64_t dim = n.attr<ir::DimAttrs>().dim;
   Shape is(in.size(), 1);
   is[dim] = x1(n).shape()[0];
   Value idx = frontend::broadcast_to(reshape(x1(n), is), g.shape());
@@ -263,7 +255,19 @@ Grads index_copy_rule(const Node& n, const Value&, const Value& g) {
           nd(OpKind::IndexSelect, {g, x1(n)}, n.attrs)};
 }
 
+// ---- ordering (multi-output) ----
+// The values' gradient goes back to where each value came from: the indices are a permutation
+// along dim, so scatter_add puts each element exactly once. The indices take no gradient.
+Grads sort_rule(const ir::NodePtr& n, const Grads& g) {
+  if (!g[0]) return {Value{}};
+  const Shape& in = x0(*n).shape();
+  if (in.empty()) return {g[0]};
+  return {nd(OpKind::ScatterAdd, {zeros_v(in, g[0].dtype()), Value{n, 1}, g[0]},
+             ir::DimAttrs{n->attr<ir::SortAttrs>().dim})};
+}
+
 constexpr GradRule rule(VjpFn f) { return {GradKind::Rule, f}; }
+constexpr GradRule multi_rule(MultiVjpFn f) { return {GradKind::Rule, nullptr, f}; }
 constexpr GradRule kLeaf{GradKind::Leaf};
 constexpr GradRule kNone{GradKind::NotDifferentiable};
 
@@ -337,6 +341,7 @@ GradRule grad_rule(OpKind op) {
     case OpKind::Gather: return rule(gather_rule);
     case OpKind::ScatterAdd: return rule(scatter_add_rule);
     case OpKind::IndexCopy: return rule(index_copy_rule);
+    case OpKind::Sort: return multi_rule(sort_rule);
     case OpKind::kNumOps: break;
   }
   return kNone;

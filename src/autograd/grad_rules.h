@@ -18,10 +18,14 @@ enum class GradKind {
 // each of that operand's shape and dtype; an empty Value means "no gradient" (zero).
 using VjpFn = std::vector<ir::Value> (*)(const ir::Node& node, const ir::Value& out,
                                          const ir::Value& g);
+// A multi-output node's rule: `g` has one gradient per output, an empty Value where none reached.
+using MultiVjpFn = std::vector<ir::Value> (*)(const ir::NodePtr& node,
+                                              const std::vector<ir::Value>& g);
 
 struct GradRule {
   GradKind kind;
   VjpFn fn = nullptr;
+  MultiVjpFn multi = nullptr;  // set instead of fn for multi-output ops
 };
 
 GradRule grad_rule(ir::OpKind op);

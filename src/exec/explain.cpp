@@ -332,7 +332,7 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
     position.emplace(n, static_cast<uint32_t>(k.ops.size()));
     k.ops.push_back(n->op);
     k.node_hashes.push_back(n->node_hash);
-    k.constants.push_back(n->op == ir::OpKind::Constant ? n->attrs.scalar
+    k.constants.push_back(n->op == ir::OpKind::Constant ? n->attr<ir::ConstantAttrs>().value
                                                         : std::numeric_limits<double>::quiet_NaN());
     k.types.push_back(type_str(n->dtype, n->shape));
     k.sorts.push_back(Hasher().add(n->op).add(n->dtype).add<uint64_t>(n->shape.size()).digest().lo);

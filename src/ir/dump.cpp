@@ -29,19 +29,15 @@ std::vector<const Node*> order(const std::vector<Value>& roots) {
   return out;
 }
 
-std::string attrs_str(const Node& n) {
-  std::ostringstream o;
-  bool any = false;
-  auto sep = [&] { o << (any ? ", " : ""); any = true; };
-  if (!n.attrs.ints.empty()) { sep(); o << "ints=" << shape_str(n.attrs.ints); }
-  if (n.op == OpKind::Cast || n.op == OpKind::Constant || n.op == OpKind::Iota ||
-      n.op == OpKind::RngUniform || n.op == OpKind::RngNormal) {
-    sep();
-    o << "dtype=" << dtype_name(n.attrs.dtype);
-  }
-  if (n.op == OpKind::Constant) { sep(); o << "value=" << n.attrs.scalar; }
-  if (op_info(n.op).cls == OpClass::Reduction && n.attrs.flag) { sep(); o << "keepdim"; }
-  return o.str();
+// "float32[2, 3]", or "(float32[4], int64[4])" for a multi-output node.
+std::string types_str(const Node& n) {
+  auto one = [&](int i) {
+    return std::string(dtype_name(n.output_dtype(i))) + shape_str(n.output_shape(i));
+  };
+  if (n.num_outputs() == 1) return one(0);
+  std::string s = "(";
+  for (int i = 0; i < n.num_outputs(); ++i) s += (i ? ", " : "") + one(i);
+  return s + ")";
 }
 
 }  // namespace
@@ -57,10 +53,14 @@ std::string dump_text(const std::vector<Value>& roots) {
     size_t k = id.size();
     id[n] = k;
     o << "  %" << k << " = " << op_name(n->op) << "(";
-    for (size_t i = 0; i < n->operands.size(); ++i) o << (i ? ", " : "") << "%" << id[n->operands[i].node.get()];
-    std::string a = attrs_str(*n);
+    for (size_t i = 0; i < n->operands.size(); ++i) {
+      const Value& v = n->operands[i];
+      o << (i ? ", " : "") << "%" << id[v.node.get()];
+      if (v.node->num_outputs() > 1) o << "." << v.index;
+    }
+    std::string a = attrs_str(n->attrs);
     if (!a.empty()) o << (n->operands.empty() ? "" : ", ") << a;
-    o << ") : " << dtype_name(n->dtype) << shape_str(n->shape);
+    o << ") : " << types_str(*n);
     if (auto it = root_of.find(n); it != root_of.end()) {
       o << "  # root";
       for (size_t r : it->second) o << " " << r;
@@ -81,13 +81,16 @@ std::string dump_dot(const std::vector<Value>& roots) {
     size_t k = id.size();
     id[n] = k;
     o << "  node" << k << " [label=\"" << op_name(n->op);
-    std::string a = attrs_str(*n);
+    std::string a = attrs_str(n->attrs);
     if (!a.empty()) o << "\\n" << a;
-    o << "\\n" << dtype_name(n->dtype) << shape_str(n->shape) << "\"";
+    o << "\\n" << types_str(*n) << "\"";
     if (is_root.count(n)) o << ", style=filled, fillcolor=lightblue";
     o << "];\n";
     for (size_t i = 0; i < n->operands.size(); ++i) {
-      o << "  node" << id[n->operands[i].node.get()] << " -> node" << k << " [label=\"" << i << "\"];\n";
+      const Value& v = n->operands[i];
+      o << "  node" << id[v.node.get()] << " -> node" << k << " [label=\"" << i;
+      if (v.node->num_outputs() > 1) o << " (out " << v.index << ")";
+      o << "\"];\n";
     }
   }
   o << "}\n";

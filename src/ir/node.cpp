@@ -4,24 +4,21 @@
 
 #include "core/grad_mode.h"
 #include "ir/shape_inference.h"
+#include "lazuli/error.h"
 
 namespace lz::ir {
 namespace {
 
 std::atomic<int64_t> g_nodes_created{0};
 
-void hash_attrs(Hasher& h, OpKind op, const Attrs& a) {
+void hash_op(Hasher& h, OpKind op, const Attrs& a) {
   h.add(static_cast<uint16_t>(op));
-  h.add<uint64_t>(a.ints.size());
-  if (!a.ints.empty()) h.add_bytes(a.ints.data(), a.ints.size() * sizeof(int64_t));
-  h.add(static_cast<uint8_t>(a.dtype));
-  h.add(a.scalar);
-  h.add(static_cast<uint8_t>(a.flag));
+  hash_attrs(h, a);
 }
 
 Hash128 leaf_hash(OpKind op, const Attrs& a, DType dtype, const Shape& shape) {
   Hasher h;
-  hash_attrs(h, op, a);
+  hash_op(h, op, a);
   h.add(static_cast<uint8_t>(dtype));
   h.add<uint64_t>(shape.size());
   if (!shape.empty()) h.add_bytes(shape.data(), shape.size() * sizeof(int64_t));
@@ -71,35 +68,45 @@ Node::~Node() {
   }
 }
 
-const Hash128& Value::hash() const { return node->dag_hash; }
-DType Value::dtype() const { return node->dtype; }
-const Shape& Value::shape() const { return node->shape; }
+const Hash128& Value::hash() const {
+  return index == 0 ? node->dag_hash : node->extra_outputs[index - 1].hash;
+}
+DType Value::dtype() const { return node->output_dtype(index); }
+bool Value::requires_grad() const { return node->requires_grad && is_floating(dtype()); }
+const Shape& Value::shape() const { return node->output_shape(index); }
 
 NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
+  if (attrs.index() != op_info(op).attrs) {  // a bug in the caller, not in the user's program
+    throw Error("internal: " + std::string(op_name(op)) + " carries " + attrs_name(attrs.index()) +
+                ", its op table row says " + attrs_name(op_info(op).attrs));
+  }
   Hasher nh;
-  hash_attrs(nh, op, attrs);
+  hash_op(nh, op, attrs);
   Hash128 node_hash = nh.digest();
   Hasher dh;
   dh.add(node_hash);
-  for (const Value& v : operands) {
-    dh.add(v.hash());
-    if (v.index != 0) dh.add(v.index);
-  }
+  for (const Value& v : operands) dh.add(v.hash());  // an output i > 0 has a hash of its own
   Hash128 dag_hash = dh.digest();
   // Validates before anything is allocated: a bad op records nothing.
-  OutputType out = cached_infer_output(dag_hash, op, operands, attrs);
+  NodeType type = cached_infer_output(dag_hash, op, operands, attrs);
   auto n = std::make_shared<Node>();
   n->op = op;
   n->operands = std::move(operands);
   n->attrs = std::move(attrs);
-  n->dtype = out.dtype;
-  n->shape = std::move(out.shape);
+  n->dtype = type.out.dtype;
+  n->shape = std::move(type.out.shape);
+  for (size_t i = 0; i < type.extra.size(); ++i) {
+    Hasher oh;
+    oh.add(dag_hash);
+    oh.add(static_cast<int32_t>(i + 1));
+    n->extra_outputs.push_back({type.extra[i].dtype, std::move(type.extra[i].shape), oh.digest()});
+  }
   n->node_hash = node_hash;
   n->dag_hash = dag_hash;
   n->origin = origin_for(op);
   if (op != OpKind::StopGradient && is_floating(n->dtype) && autograd::grad_enabled()) {
     for (const Value& v : n->operands) {
-      if (v.node->requires_grad) {
+      if (v.requires_grad()) {
         n->requires_grad = true;
         break;
       }
@@ -122,8 +129,7 @@ NodePtr make_device_data(BufferPtr buffer, bool requires_grad) {
 NodePtr make_constant(double value, DType dtype) {
   auto n = std::make_shared<Node>();
   n->op = OpKind::Constant;
-  n->attrs.scalar = value;
-  n->attrs.dtype = dtype;
+  n->attrs = ConstantAttrs{value, dtype};
   n->dtype = dtype;
   return finish_leaf(std::move(n));
 }
@@ -131,8 +137,7 @@ NodePtr make_constant(double value, DType dtype) {
 NodePtr make_iota(int64_t n_elems, DType dtype) {
   auto n = std::make_shared<Node>();
   n->op = OpKind::Iota;
-  n->attrs.ints = {n_elems};
-  n->attrs.dtype = dtype;
+  n->attrs = IotaAttrs{n_elems, dtype};
   n->dtype = dtype;
   n->shape = {n_elems};
   return finish_leaf(std::move(n));

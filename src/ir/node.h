@@ -7,7 +7,9 @@
 //   leaf:     hash = H(op, attrs, dtype, shape). DeviceData buffers are never hashed; Constant
 //             hashes its value (only 0, 1 and explicit constants are baked; other scalars are
 //             DeviceData parameters).
-// Every node has exactly one output for now; Value keeps an index so multi-output ops can come.
+// A node has the number of outputs its op table row gives (sort: values and indices); a Value
+// names one of them. Output 0 is the node's dtype/shape/dag_hash; output i > 0 has its own hash,
+// H(dag_hash, i), so a consumer of the indices never shares a program with one of the values.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -17,22 +19,20 @@
 #include "core/buffer.h"
 #include "core/hash.h"
 #include "core/shape.h"
+#include "ir/attrs.h"
 #include "ir/ops.h"
 #include "ir/origin.h"
 #include "lazuli/dtype.h"
 
 namespace lz::ir {
 
-// Attribute meanings per op are listed in op_table.def.
-struct Attrs {
-  std::vector<int64_t> ints;
-  DType dtype = DType::Float32;
-  double scalar = 0;
-  bool flag = false;
-};
-
 class Node;
 using NodePtr = std::shared_ptr<const Node>;
+
+struct OutputType {
+  DType dtype;
+  Shape shape;
+};
 
 struct Value {
   NodePtr node;
@@ -41,6 +41,9 @@ struct Value {
   const Hash128& hash() const;
   DType dtype() const;
   const Shape& shape() const;
+  // Gradients flow to this output: its node requires grad and the output is floating (a sort's
+  // indices never require grad, its values may).
+  bool requires_grad() const;
 };
 
 class Node {
@@ -54,10 +57,17 @@ class Node {
   OpKind op;
   std::vector<Value> operands;
   Attrs attrs;
-  DType dtype;
-  Shape shape;
+  DType dtype;  // output 0
+  Shape shape;  // output 0
   Hash128 node_hash;
-  Hash128 dag_hash;
+  Hash128 dag_hash;  // output 0's value hash
+  // Outputs 1.. of a multi-output op, with their value hashes.
+  struct ExtraOutput {
+    DType dtype;
+    Shape shape;
+    Hash128 hash;
+  };
+  std::vector<ExtraOutput> extra_outputs;
   BufferPtr data;  // DeviceData only
   // Scratch for graph traversals (exec/graph_executor.cpp post_order), guarded by its traversal
   // mutex; not part of the node's value: the traversal's epoch, and the node's post-order index.
@@ -74,6 +84,14 @@ class Node {
   Origin origin;
 
   bool is_leaf() const { return operands.empty(); }
+  int num_outputs() const { return 1 + static_cast<int>(extra_outputs.size()); }
+  DType output_dtype(int i) const { return i == 0 ? dtype : extra_outputs[i - 1].dtype; }
+  const Shape& output_shape(int i) const { return i == 0 ? shape : extra_outputs[i - 1].shape; }
+  // The node's attribute struct (the one its op's table row names; make_node checked it).
+  template <class A>
+  const A& attr() const {
+    return std::get<A>(attrs);
+  }
 };
 
 // Builds an interior node: hashes it, infers (memoized) its output, validating operands.

@@ -46,27 +46,27 @@ Shape broadcast_all(OpKind op, const std::vector<Value>& v) {
   return s;
 }
 
-OutputType infer_reduction(OpKind op, const std::vector<Value>& v, const Attrs& a) {
+OutputType infer_reduction(OpKind op, const std::vector<Value>& v, const ReduceAttrs& a) {
   const Shape& in = v[0].shape();
   std::vector<bool> reduced(in.size(), false);
-  for (int64_t d : a.ints) {
+  for (int64_t d : a.dims) {
     if (d < 0 || d >= static_cast<int64_t>(in.size())) fail_value(op, v, "reduction dim out of range");
     reduced[d] = true;
   }
   Shape out;
   for (size_t i = 0; i < in.size(); ++i) {
     if (!reduced[i]) out.push_back(in[i]);
-    else if (a.flag) out.push_back(1);
+    else if (a.keepdim) out.push_back(1);
   }
   bool arg = op == OpKind::ArgMax || op == OpKind::ArgMin;
+  if (arg && a.dims.size() != 1) fail_value(op, v, "reduces exactly one dim");
   if ((arg || op == OpKind::ReduceMax || op == OpKind::ReduceMin)) {
-    for (int64_t d : a.ints) {
+    for (int64_t d : a.dims) {
       if (in[d] == 0) fail_value(op, v, "cannot reduce over a zero-size dim (no identity)");
     }
     if (arg && numel(in) == 0) fail_value(op, v, "empty input");
   }
-  DType dt = arg ? DType::Int64 : v[0].dtype();
-  return {dt, out};
+  return {v[0].dtype(), out};  // infer_output applies the table's result dtype
 }
 
 OutputType infer_matmul(const std::vector<Value>& v) {
@@ -74,7 +74,6 @@ OutputType infer_matmul(const std::vector<Value>& v) {
   const Shape& b = v[1].shape();
   if (a.size() < 2 || b.size() < 2) fail_value(OpKind::MatMul, v, "operands must have rank >= 2");
   if (v[0].dtype() != v[1].dtype()) fail_type(OpKind::MatMul, v, "operand dtypes differ");
-  if (v[0].dtype() == DType::Bool) fail_type(OpKind::MatMul, v, "bool is not supported");
   int64_t k1 = a[a.size() - 1], k2 = b[b.size() - 2];
   if (k1 != k2) {
     fail_value(OpKind::MatMul, v, "inner dims differ (" + std::to_string(k1) + " vs " +
@@ -87,35 +86,36 @@ OutputType infer_matmul(const std::vector<Value>& v) {
   return {v[0].dtype(), out};
 }
 
-void check_slice_attrs(OpKind op, const std::vector<Value>& v, const Attrs& a, const Shape& in) {
-  if (a.ints.size() != 4) fail_value(op, v, "slice attributes must be [dim, start, end, step]");
-  int64_t dim = a.ints[0], start = a.ints[1], end = a.ints[2], step = a.ints[3];
-  if (dim < 0 || dim >= static_cast<int64_t>(in.size())) fail_value(op, v, "dim out of range");
-  if (step <= 0) fail_value(op, v, "step must be positive");
-  if (start < 0 || end < start || end > in[dim]) fail_value(op, v, "bounds out of range");
+void check_slice_attrs(OpKind op, const std::vector<Value>& v, const SliceAttrs& a,
+                       const Shape& in) {
+  if (a.dim < 0 || a.dim >= static_cast<int64_t>(in.size())) fail_value(op, v, "dim out of range");
+  if (a.step <= 0) fail_value(op, v, "step must be positive");
+  if (a.start < 0 || a.end < a.start || a.end > in[a.dim]) fail_value(op, v, "bounds out of range");
 }
 
-int64_t slice_len(const Attrs& a) {
-  return (a.ints[2] - a.ints[1] + a.ints[3] - 1) / a.ints[3];
-}
+int64_t slice_len(const SliceAttrs& a) { return (a.end - a.start + a.step - 1) / a.step; }
 
-OutputType infer_movement(OpKind op, const std::vector<Value>& v, const Attrs& a) {
+OutputType infer_movement(OpKind op, const std::vector<Value>& v, const Attrs& attrs) {
+  if (v.empty()) fail_value(op, v, "needs at least one operand");
   const Shape& in = v[0].shape();
   DType dt = v[0].dtype();
   switch (op) {
-    case OpKind::Reshape:
-      if (numel(a.ints) != numel(in)) {
-        fail_value(op, v, "cannot reshape to " + shape_str(a.ints) + " (element counts differ)");
+    case OpKind::Reshape: {
+      const Shape& to = std::get<ShapeAttrs>(attrs).sizes;
+      if (numel(to) != numel(in)) {
+        fail_value(op, v, "cannot reshape to " + shape_str(to) + " (element counts differ)");
       }
-      return {dt, a.ints};
+      return {dt, to};
+    }
     case OpKind::Permute: {
-      if (a.ints.size() != in.size()) fail_value(op, v, "permutation rank differs from input rank");
+      const std::vector<int64_t>& perm = std::get<PermuteAttrs>(attrs).perm;
+      if (perm.size() != in.size()) fail_value(op, v, "permutation rank differs from input rank");
       std::vector<bool> seen(in.size(), false);
       Shape out(in.size());
       for (size_t i = 0; i < in.size(); ++i) {
-        int64_t p = a.ints[i];
+        int64_t p = perm[i];
         if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[p]) {
-          fail_value(op, v, "invalid permutation " + shape_str(a.ints));
+          fail_value(op, v, "invalid permutation " + shape_str(perm));
         }
         seen[p] = true;
         out[i] = in[p];
@@ -123,32 +123,31 @@ OutputType infer_movement(OpKind op, const std::vector<Value>& v, const Attrs& a
       return {dt, out};
     }
     case OpKind::Expand: {
-      if (a.ints.size() != in.size()) fail_value(op, v, "expand rank differs from input rank");
+      const Shape& to = std::get<ShapeAttrs>(attrs).sizes;
+      if (to.size() != in.size()) fail_value(op, v, "expand rank differs from input rank");
       for (size_t i = 0; i < in.size(); ++i) {
-        if (in[i] != 1 && in[i] != a.ints[i]) {
-          fail_value(op, v, "cannot expand to " + shape_str(a.ints));
-        }
+        if (in[i] != 1 && in[i] != to[i]) fail_value(op, v, "cannot expand to " + shape_str(to));
       }
-      return {dt, a.ints};
+      return {dt, to};
     }
     case OpKind::Slice: {
+      const auto& a = std::get<SliceAttrs>(attrs);
       check_slice_attrs(op, v, a, in);
       Shape out = in;
-      out[a.ints[0]] = slice_len(a);
+      out[a.dim] = slice_len(a);
       return {dt, out};
     }
     case OpKind::SliceScatter: {
+      const auto& a = std::get<SliceAttrs>(attrs);
       check_slice_attrs(op, v, a, in);
       Shape expect = in;
-      expect[a.ints[0]] = slice_len(a);
+      expect[a.dim] = slice_len(a);
       if (v[1].shape() != expect) fail_value(op, v, "source shape must be " + shape_str(expect));
       require_same_dtype(op, v, 0);
       return {dt, in};
     }
     case OpKind::Cat: {
-      if (v.empty()) fail_value(op, v, "needs at least one operand");
-      if (a.ints.size() != 1) fail_value(op, v, "attributes must be [dim]");
-      int64_t dim = a.ints[0];
+      int64_t dim = std::get<DimAttrs>(attrs).dim;
       if (dim < 0 || dim >= static_cast<int64_t>(in.size())) fail_value(op, v, "dim out of range");
       Shape out = in;
       out[dim] = 0;
@@ -167,10 +166,9 @@ OutputType infer_movement(OpKind op, const std::vector<Value>& v, const Attrs& a
   fail_value(op, v, "not a movement op");
 }
 
-OutputType infer_index(OpKind op, const std::vector<Value>& v, const Attrs& a) {
+OutputType infer_index(OpKind op, const std::vector<Value>& v, const DimAttrs& a) {
   const Shape& in = v[0].shape();
-  if (a.ints.size() != 1) fail_value(op, v, "attributes must be [dim]");
-  int64_t dim = a.ints[0];
+  int64_t dim = a.dim;
   if (dim < 0 || dim >= static_cast<int64_t>(std::max<size_t>(in.size(), 1))) {
     fail_value(op, v, "dim out of range");
   }
@@ -221,66 +219,100 @@ OutputType infer_index(OpKind op, const std::vector<Value>& v, const Attrs& a) {
 
 }  // namespace
 
-OutputType infer_output(OpKind op, const std::vector<Value>& v, const Attrs& a) {
-  require_arity(op, v);
+namespace {
+
+// The table's dtype policy: operands of a dtype the op is not defined for are refused.
+void check_operand_dtypes(OpKind op, const std::vector<Value>& v) {
+  const OpInfo& info = op_info(op);
+  if (info.accepts == dtype_sets::Any) return;
+  // Where's condition is bool by its own rule; its value operands follow the policy.
+  size_t from = info.cls == OpClass::Ternary ? 1 : 0;
+  // Index ops and random ops: only their first operand (the data, the key) follows the policy.
+  size_t to = info.cls == OpClass::Index || info.cls == OpClass::Random ? 1 : v.size();
+  for (size_t i = from; i < to && i < v.size(); ++i) {
+    if (!accepts_dtype(info.accepts, v[i].dtype())) {
+      fail_type(op, v, std::string("needs ") + dtype_set_str(info.accepts) + " operands");
+    }
+  }
+}
+
+// Sort: values (the input's dtype) and int64 indices, both of the input's shape.
+NodeType infer_sort(OpKind op, const std::vector<Value>& v, const SortAttrs& a) {
+  const Shape& in = v[0].shape();
+  if (a.dim < 0 || a.dim >= static_cast<int64_t>(std::max<size_t>(in.size(), 1))) {
+    fail_value(op, v, "dim out of range");
+  }
+  return {{v[0].dtype(), in}, {{DType::Int64, in}}};
+}
+
+OutputType infer_by_class(OpKind op, const std::vector<Value>& v, const Attrs& a) {
   switch (op_info(op).cls) {
     case OpClass::Leaf: break;
     case OpClass::Random:
       if (v[0].dtype() != DType::Int64 || !v[0].shape().empty()) fail_type(op, v, "key must be int64 []");
       if (op == OpKind::RngAdvance) return {DType::Int64, {}};
-      if (!is_floating(a.dtype)) fail_type(op, v, "random values need a floating dtype");
-      return {a.dtype, a.ints};
-    case OpClass::Unary:
-      if (op == OpKind::Cast) return {a.dtype, v[0].shape()};
-      // Autograd identities: the operand's value, unchanged.
-      if (op == OpKind::GradLeaf || op == OpKind::StopGradient) return {v[0].dtype(), v[0].shape()};
-      if (op == OpKind::BitwiseNot && is_floating(v[0].dtype())) {
-        fail_type(op, v, "needs a bool or integer operand");
+      {
+        const auto& r = std::get<RandomAttrs>(a);
+        if (!is_floating(r.dtype)) fail_type(op, v, "random values need a floating dtype");
+        return {r.dtype, r.shape};
       }
-      if (op == OpKind::Neg && v[0].dtype() == DType::Bool) fail_type(op, v, "bool is not supported");
-      return {v[0].dtype(), v[0].shape()};
+    case OpClass::Unary: return {v[0].dtype(), v[0].shape()};
     case OpClass::Binary:
-      require_same_dtype(op, v, 0);
-      if ((op == OpKind::BitwiseAnd || op == OpKind::BitwiseOr || op == OpKind::BitwiseXor) &&
-          is_floating(v[0].dtype())) {
-        fail_type(op, v, "needs bool or integer operands");
-      }
-      if (op == OpKind::Div && !is_floating(v[0].dtype())) fail_type(op, v, "needs floating operands");
-      return {v[0].dtype(), broadcast_all(op, v)};
     case OpClass::Compare:
       require_same_dtype(op, v, 0);
-      return {DType::Bool, broadcast_all(op, v)};
+      return {v[0].dtype(), broadcast_all(op, v)};
     case OpClass::Ternary:
       if (v[0].dtype() != DType::Bool) fail_type(op, v, "condition must be bool");
       require_same_dtype(op, v, 1);
       return {v[1].dtype(), broadcast_all(op, v)};
-    case OpClass::Reduction: return infer_reduction(op, v, a);
+    case OpClass::Reduction: return infer_reduction(op, v, std::get<ReduceAttrs>(a));
     case OpClass::Library: return infer_matmul(v);
     case OpClass::Movement: return infer_movement(op, v, a);
-    case OpClass::Index: return infer_index(op, v, a);
+    case OpClass::Index: return infer_index(op, v, std::get<DimAttrs>(a));
+    case OpClass::Sort: break;  // multi-output: infer_output
   }
   fail_value(op, v, "has no shape rule");
 }
 
+}  // namespace
+
+NodeType infer_output(OpKind op, const std::vector<Value>& v, const Attrs& a) {
+  require_arity(op, v);
+  check_operand_dtypes(op, v);
+  if (op_info(op).cls == OpClass::Sort) return infer_sort(op, v, std::get<SortAttrs>(a));
+  NodeType type{infer_by_class(op, v, a), {}};
+  OutputType& out = type.out;
+  switch (op_info(op).result) {
+    case ResultDType::Same: break;
+    case ResultDType::Bool: out.dtype = DType::Bool; break;
+    case ResultDType::Int64: out.dtype = DType::Int64; break;
+    case ResultDType::Attr:
+      if (const auto* c = std::get_if<DTypeAttrs>(&a)) out.dtype = c->dtype;
+      break;  // random ops set theirs above
+  }
+  return type;
+}
+
 namespace {
-LruCache<Hash128, OutputType, Hash128Hasher>& shape_cache() {
-  static auto* c = new LruCache<Hash128, OutputType, Hash128Hasher>(
+LruCache<Hash128, NodeType, Hash128Hasher>& shape_cache() {
+  static auto* c = new LruCache<Hash128, NodeType, Hash128Hasher>(
       static_cast<size_t>(config().ir_shape_cache_size));
   return *c;
 }
 }  // namespace
 
-OutputType cached_infer_output(const Hash128& dag_hash, OpKind op, const std::vector<Value>& v,
-                               const Attrs& a) {
+NodeType cached_infer_output(const Hash128& dag_hash, OpKind op, const std::vector<Value>& v,
+                             const Attrs& a) {
   auto& cache = shape_cache();
-  OutputType hit;
+  NodeType hit;
   if (cache.get_copy(dag_hash, &hit)) return hit;
-  auto out = std::make_shared<OutputType>(infer_output(op, v, a));
+  auto type = std::make_shared<NodeType>(infer_output(op, v, a));
   // Every IR value fits the size limit (core/shape.h), whichever op grew it.
-  check_tensor_size(std::string(op_name(op)) + " (operands: " + describe(v) + ")", out->shape,
-                    out->dtype);
-  cache.add(dag_hash, out);
-  return *out;
+  const std::string what = std::string(op_name(op)) + " (operands: " + describe(v) + ")";
+  check_tensor_size(what, type->out.shape, type->out.dtype);
+  for (const OutputType& o : type->extra) check_tensor_size(what, o.shape, o.dtype);
+  cache.add(dag_hash, type);
+  return *type;
 }
 
 void resize_shape_cache(size_t n) { shape_cache().resize(n); }

@@ -10,15 +10,16 @@
 
 namespace lz::ir {
 
-struct OutputType {
-  DType dtype;
-  Shape shape;
+// Every output of a node: output 0, then outputs 1.. of a multi-output op.
+struct NodeType {
+  OutputType out;
+  std::vector<OutputType> extra;
 };
 
-OutputType infer_output(OpKind op, const std::vector<Value>& operands, const Attrs& attrs);
+NodeType infer_output(OpKind op, const std::vector<Value>& operands, const Attrs& attrs);
 
 // The memoizing front (hits are not counted: they are on the op-recording hot path).
-OutputType cached_infer_output(const Hash128& dag_hash, OpKind op,
+NodeType cached_infer_output(const Hash128& dag_hash, OpKind op,
                                const std::vector<Value>& operands, const Attrs& attrs);
 void resize_shape_cache(size_t n);
 size_t shape_cache_size();

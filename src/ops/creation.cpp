@@ -220,11 +220,9 @@ Tensor eye(int64_t n, std::optional<int64_t> m, DType dtype) {
   check_tensor_size("eye", {n, cols}, dtype);
   check_tensor_size("eye (row indices)", {n}, DType::Int64);
   check_tensor_size("eye (column indices)", {cols}, DType::Int64);
-  ir::Attrs rr, rc;
-  rr.ints = {n, 1};
-  rc.ints = {1, cols};
-  ir::Value r = node(OpKind::Reshape, {{ir::make_iota(n, DType::Int64), 0}}, rr);
-  ir::Value c = node(OpKind::Reshape, {{ir::make_iota(cols, DType::Int64), 0}}, rc);
+  ir::Value r = node(OpKind::Reshape, {{ir::make_iota(n, DType::Int64), 0}}, ir::ShapeAttrs{{n, 1}});
+  ir::Value c =
+      node(OpKind::Reshape, {{ir::make_iota(cols, DType::Int64), 0}}, ir::ShapeAttrs{{1, cols}});
   return wrap(frontend::cast(node(OpKind::Eq, {r, c}), dtype));
 }
 
@@ -234,10 +232,8 @@ ir::Value random(OpKind op, const IntList& shape, DType dtype, const char* name)
     throw TypeError(std::string(name) + ": dtype " + std::string(dtype_name(dtype)) + " is not a floating type");
   }
   check_shape(name, shape, dtype);
-  ir::Attrs a;
-  a.ints = shape;
-  a.dtype = dtype;
-  return node(op, {internal::default_device().rng_key_and_advance()}, a);
+  return node(op, {internal::default_device().rng_key_and_advance()},
+              ir::RandomAttrs{Shape(shape.begin(), shape.end()), dtype});
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "ops/frontend.h"
 
 namespace lz {
+using frontend::desc;
 using frontend::describe;
 using frontend::node;
 using frontend::wrap;
@@ -35,8 +36,6 @@ DType result_type(const std::vector<Operand>& operands) {
 
 namespace {
 
-enum class Mode { Arith, TrueDiv, Compare, Bitwise, Logical };
-
 void checked_broadcast(const char* name, const std::vector<Operand>& ops) {
   Shape s = frontend::operand_shape(ops[0], name);
   for (size_t i = 1; i < ops.size(); ++i) {
@@ -56,7 +55,8 @@ bool is_bool(const Operand& o) {
                        : o.scalar().kind() == Scalar::Kind::Bool;
 }
 
-Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, Mode mode) {
+Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b,
+              bool logical = false) {
   if (op == OpKind::Sub && (is_bool(a) || is_bool(b))) {
     // PyTorch refuses it too, even when the other operand promotes the result to a number.
     throw TypeError(describe(name, {a, b}) +
@@ -73,35 +73,33 @@ Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b, M
     checked_broadcast(name, ops);
     dt = result_type(ops);
   }
-  switch (mode) {
-    case Mode::TrueDiv:
-      if (!is_floating(dt)) dt = default_float_dtype();
-      break;
-    case Mode::Logical: dt = DType::Bool; break;
-    case Mode::Bitwise:
-      if (is_floating(dt)) {
-        throw TypeError(describe(name, {a, b}) + ": needs bool or integer operands");
-      }
-      break;
-    case Mode::Arith:
-      if (dt == DType::Bool && (op == OpKind::Sub || op == OpKind::FloorDiv ||
-                                op == OpKind::Remainder || op == OpKind::Pow)) {
-        throw TypeError(describe(name, {a, b}) + ": is not supported for bool operands");
-      }
-      break;
-    case Mode::Compare: break;
+  // The op table's dtype policy (op_table.def): float-only ops promote (true division of
+  // integers is a float), others refuse what they are not defined for. Logical ops compute on
+  // bools whatever the operands.
+  const uint8_t accepts = ir::op_info(op).accepts;
+  if (logical) {
+    dt = DType::Bool;
+  } else if (ir::float_only(op)) {
+    if (!is_floating(dt)) dt = default_float_dtype();
+  } else if (!ir::accepts_dtype(accepts, dt)) {
+    throw TypeError(describe(name, {a, b}) + ": is not supported for " +
+                    (dt == DType::Bool ? "bool" : "floating") + " operands (needs " +
+                    ir::dtype_set_str(accepts) + " operands)");
   }
   return wrap(node(op, {frontend::operand_value(a, dt, name), frontend::operand_value(b, dt, name)}));
 }
 
-Tensor unary_float(const char* name, OpKind op, const Tensor& x) {
+// A unary primitive by its op table row: an op defined only for floats computes integer and bool
+// inputs in the default float dtype (exp(int) is a float, as in PyTorch); a dtype outside the
+// row's accepts column is refused here, at the user's line, in the user's words.
+Tensor unary_op(const char* name, OpKind op, const Tensor& x) {
   ir::Value v = frontend::value_of(x, name);
-  if (!is_floating(v.dtype())) v = frontend::cast(v, default_float_dtype());
-  return wrap(frontend::unary(op, v));
-}
-
-Tensor unary_same(const char* name, OpKind op, const Tensor& x) {
-  ir::Value v = frontend::value_of(x, name);
+  if (ir::float_only(op)) {
+    if (!is_floating(v.dtype())) v = frontend::cast(v, default_float_dtype());
+  } else if (uint8_t set = ir::op_info(op).accepts; !ir::accepts_dtype(set, v.dtype())) {
+    throw TypeError(desc(name, x) + ": " + std::string(dtype_name(v.dtype())) +
+                    " is not supported (needs a " + ir::dtype_set_str(set) + " tensor)");
+  }
   return wrap(frontend::unary(op, v));
 }
 
@@ -109,7 +107,7 @@ Tensor unary_same(const char* name, OpKind op, const Tensor& x) {
 Tensor unary_rounding(const char* name, OpKind op, const Tensor& x) {
   ir::Value v = frontend::value_of(x, name);
   if (!is_floating(v.dtype())) return wrap(v);
-  return wrap(frontend::unary(op, v));
+  return unary_op(name, op, x);
 }
 
 }  // namespace
@@ -118,52 +116,43 @@ Tensor neg(const Tensor& x) {
   if (x.defined() && x.dtype() == DType::Bool) {
     throw TypeError("neg(bool" + shape_str(x.shape()) + "): negation of a bool tensor is not supported; use logical_not");
   }
-  return unary_same("neg", OpKind::Neg, x);
+  return unary_op("neg", OpKind::Neg, x);
 }
-Tensor abs(const Tensor& x) { return unary_same("abs", OpKind::Abs, x); }
-Tensor exp(const Tensor& x) { return unary_float("exp", OpKind::Exp, x); }
-Tensor log(const Tensor& x) { return unary_float("log", OpKind::Log, x); }
-Tensor log1p(const Tensor& x) { return unary_float("log1p", OpKind::Log1p, x); }
-Tensor expm1(const Tensor& x) { return unary_float("expm1", OpKind::Expm1, x); }
-Tensor sqrt(const Tensor& x) { return unary_float("sqrt", OpKind::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_float("rsqrt", OpKind::Rsqrt, x); }
-Tensor sin(const Tensor& x) { return unary_float("sin", OpKind::Sin, x); }
-Tensor cos(const Tensor& x) { return unary_float("cos", OpKind::Cos, x); }
-Tensor tanh(const Tensor& x) { return unary_float("tanh", OpKind::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary_float("sigmoid", OpKind::Sigmoid, x); }
-Tensor relu(const Tensor& x) {
-  if (x.defined() && x.dtype() == DType::Bool) throw TypeError("relu(bool" + shape_str(x.shape()) + "): bool is not supported");
-  return unary_same("relu", OpKind::Relu, x);
-}
-Tensor gelu(const Tensor& x) { return unary_float("gelu", OpKind::Gelu, x); }
-Tensor erf(const Tensor& x) { return unary_float("erf", OpKind::Erf, x); }
+Tensor abs(const Tensor& x) { return unary_op("abs", OpKind::Abs, x); }
+Tensor exp(const Tensor& x) { return unary_op("exp", OpKind::Exp, x); }
+Tensor log(const Tensor& x) { return unary_op("log", OpKind::Log, x); }
+Tensor log1p(const Tensor& x) { return unary_op("log1p", OpKind::Log1p, x); }
+Tensor expm1(const Tensor& x) { return unary_op("expm1", OpKind::Expm1, x); }
+Tensor sqrt(const Tensor& x) { return unary_op("sqrt", OpKind::Sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op("rsqrt", OpKind::Rsqrt, x); }
+Tensor sin(const Tensor& x) { return unary_op("sin", OpKind::Sin, x); }
+Tensor cos(const Tensor& x) { return unary_op("cos", OpKind::Cos, x); }
+Tensor tanh(const Tensor& x) { return unary_op("tanh", OpKind::Tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op("sigmoid", OpKind::Sigmoid, x); }
+Tensor relu(const Tensor& x) { return unary_op("relu", OpKind::Relu, x); }
+Tensor gelu(const Tensor& x) { return unary_op("gelu", OpKind::Gelu, x); }
+Tensor erf(const Tensor& x) { return unary_op("erf", OpKind::Erf, x); }
 Tensor floor(const Tensor& x) { return unary_rounding("floor", OpKind::Floor, x); }
 Tensor ceil(const Tensor& x) { return unary_rounding("ceil", OpKind::Ceil, x); }
 Tensor round(const Tensor& x) { return unary_rounding("round", OpKind::Round, x); }
-Tensor sign(const Tensor& x) { return unary_same("sign", OpKind::Sign, x); }
-Tensor reciprocal(const Tensor& x) { return unary_float("reciprocal", OpKind::Reciprocal, x); }
+Tensor sign(const Tensor& x) { return unary_op("sign", OpKind::Sign, x); }
+Tensor reciprocal(const Tensor& x) { return unary_op("reciprocal", OpKind::Reciprocal, x); }
 Tensor logical_not(const Tensor& x) {
   ir::Value v = frontend::cast(frontend::value_of(x, "logical_not"), DType::Bool);
   return wrap(frontend::unary(OpKind::BitwiseNot, v));
 }
-Tensor bitwise_not(const Tensor& x) {
-  if (x.defined() && is_floating(x.dtype())) {
-    throw TypeError("bitwise_not(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
-                    "): needs a bool or integer tensor");
-  }
-  return unary_same("bitwise_not", OpKind::BitwiseNot, x);
-}
+Tensor bitwise_not(const Tensor& x) { return unary_op("bitwise_not", OpKind::BitwiseNot, x); }
 Tensor cast(const Tensor& x, DType dtype) { return wrap(frontend::cast(frontend::value_of(x, "to"), dtype)); }
 
-Tensor add(const Operand& a, const Operand& b) { return binary("add", OpKind::Add, a, b, Mode::Arith); }
-Tensor sub(const Operand& a, const Operand& b) { return binary("sub", OpKind::Sub, a, b, Mode::Arith); }
-Tensor mul(const Operand& a, const Operand& b) { return binary("mul", OpKind::Mul, a, b, Mode::Arith); }
-Tensor div(const Operand& a, const Operand& b) { return binary("div", OpKind::Div, a, b, Mode::TrueDiv); }
+Tensor add(const Operand& a, const Operand& b) { return binary("add", OpKind::Add, a, b); }
+Tensor sub(const Operand& a, const Operand& b) { return binary("sub", OpKind::Sub, a, b); }
+Tensor mul(const Operand& a, const Operand& b) { return binary("mul", OpKind::Mul, a, b); }
+Tensor div(const Operand& a, const Operand& b) { return binary("div", OpKind::Div, a, b); }
 Tensor floor_divide(const Operand& a, const Operand& b) {
-  return binary("floor_divide", OpKind::FloorDiv, a, b, Mode::Arith);
+  return binary("floor_divide", OpKind::FloorDiv, a, b);
 }
 Tensor remainder(const Operand& a, const Operand& b) {
-  return binary("remainder", OpKind::Remainder, a, b, Mode::Arith);
+  return binary("remainder", OpKind::Remainder, a, b);
 }
 Tensor pow(const Operand& a, const Operand& b) {
   // PyTorch refuses an integer tensor to a negative integer number (tensor exponents are fine).
@@ -174,37 +163,37 @@ Tensor pow(const Operand& a, const Operand& b) {
                      "(x.float() ** " + std::to_string(b.scalar().to_int()) +
                      ") or a tensor exponent");
   }
-  return binary("pow", OpKind::Pow, a, b, Mode::Arith);
+  return binary("pow", OpKind::Pow, a, b);
 }
 Tensor maximum(const Operand& a, const Operand& b) {
-  return binary("maximum", OpKind::Maximum, a, b, Mode::Arith);
+  return binary("maximum", OpKind::Maximum, a, b);
 }
 Tensor minimum(const Operand& a, const Operand& b) {
-  return binary("minimum", OpKind::Minimum, a, b, Mode::Arith);
+  return binary("minimum", OpKind::Minimum, a, b);
 }
-Tensor eq(const Operand& a, const Operand& b) { return binary("eq", OpKind::Eq, a, b, Mode::Compare); }
-Tensor ne(const Operand& a, const Operand& b) { return binary("ne", OpKind::Ne, a, b, Mode::Compare); }
-Tensor lt(const Operand& a, const Operand& b) { return binary("lt", OpKind::Lt, a, b, Mode::Compare); }
-Tensor le(const Operand& a, const Operand& b) { return binary("le", OpKind::Le, a, b, Mode::Compare); }
-Tensor gt(const Operand& a, const Operand& b) { return binary("gt", OpKind::Gt, a, b, Mode::Compare); }
-Tensor ge(const Operand& a, const Operand& b) { return binary("ge", OpKind::Ge, a, b, Mode::Compare); }
+Tensor eq(const Operand& a, const Operand& b) { return binary("eq", OpKind::Eq, a, b); }
+Tensor ne(const Operand& a, const Operand& b) { return binary("ne", OpKind::Ne, a, b); }
+Tensor lt(const Operand& a, const Operand& b) { return binary("lt", OpKind::Lt, a, b); }
+Tensor le(const Operand& a, const Operand& b) { return binary("le", OpKind::Le, a, b); }
+Tensor gt(const Operand& a, const Operand& b) { return binary("gt", OpKind::Gt, a, b); }
+Tensor ge(const Operand& a, const Operand& b) { return binary("ge", OpKind::Ge, a, b); }
 Tensor logical_and(const Operand& a, const Operand& b) {
-  return binary("logical_and", OpKind::BitwiseAnd, a, b, Mode::Logical);
+  return binary("logical_and", OpKind::BitwiseAnd, a, b, true);
 }
 Tensor logical_or(const Operand& a, const Operand& b) {
-  return binary("logical_or", OpKind::BitwiseOr, a, b, Mode::Logical);
+  return binary("logical_or", OpKind::BitwiseOr, a, b, true);
 }
 Tensor logical_xor(const Operand& a, const Operand& b) {
-  return binary("logical_xor", OpKind::BitwiseXor, a, b, Mode::Logical);
+  return binary("logical_xor", OpKind::BitwiseXor, a, b, true);
 }
 Tensor bitwise_and(const Operand& a, const Operand& b) {
-  return binary("bitwise_and", OpKind::BitwiseAnd, a, b, Mode::Bitwise);
+  return binary("bitwise_and", OpKind::BitwiseAnd, a, b);
 }
 Tensor bitwise_or(const Operand& a, const Operand& b) {
-  return binary("bitwise_or", OpKind::BitwiseOr, a, b, Mode::Bitwise);
+  return binary("bitwise_or", OpKind::BitwiseOr, a, b);
 }
 Tensor bitwise_xor(const Operand& a, const Operand& b) {
-  return binary("bitwise_xor", OpKind::BitwiseXor, a, b, Mode::Bitwise);
+  return binary("bitwise_xor", OpKind::BitwiseXor, a, b);
 }
 
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {

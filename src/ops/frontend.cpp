@@ -55,9 +55,7 @@ ir::Value scalar_value(const Scalar& s, DType dtype) {
 
 ir::Value cast(ir::Value v, DType dtype) {
   if (v.dtype() == dtype) return v;
-  ir::Attrs a;
-  a.dtype = dtype;
-  return node(ir::OpKind::Cast, {std::move(v)}, a);
+  return node(ir::OpKind::Cast, {std::move(v)}, ir::DTypeAttrs{dtype});
 }
 
 ir::Value operand_value(const Operand& o, DType dtype, const char* op) {
@@ -70,14 +68,10 @@ ir::Value broadcast_to(ir::Value v, const Shape& shape) {
   if (v.shape().size() < shape.size()) {
     Shape s(shape.size() - v.shape().size(), 1);
     s.insert(s.end(), v.shape().begin(), v.shape().end());
-    ir::Attrs a;
-    a.ints = s;
-    v = node(ir::OpKind::Reshape, {v}, a);
+    v = node(ir::OpKind::Reshape, {v}, ir::ShapeAttrs{s});
   }
   if (v.shape() == shape) return v;
-  ir::Attrs a;
-  a.ints = shape;
-  return node(ir::OpKind::Expand, {v}, a);
+  return node(ir::OpKind::Expand, {v}, ir::ShapeAttrs{shape});
 }
 
 std::string desc(const char* op, const Tensor& x) {

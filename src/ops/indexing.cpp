@@ -31,11 +31,7 @@ void check_host_values(const char* op, const Tensor& x, int64_t dim, const Tenso
   frontend::check_index_values(index, size, /*allow_negative=*/false, op);
 }
 
-ir::Attrs dim_attr(int64_t d) {
-  ir::Attrs a;
-  a.ints = {d};
-  return a;
-}
+ir::DimAttrs dim_attr(int64_t d) { return {d}; }
 }  // namespace
 
 namespace frontend {

@@ -70,8 +70,7 @@ bool viewable_as(const Tensor& x, const Shape& out) {
 
 Tensor reshape(const Tensor& x, const IntList& shape) {
   Shape out = target_shape(x, shape, "reshape");
-  ir::Attrs a;
-  a.ints = out;
+  ir::ShapeAttrs a{out};
   if (viewable_as(x, out)) return make_view(x, OpKind::Reshape, a, "reshape");
   // As PyTorch: where no view can express the shape (a transpose flattened), a copy, so writes
   // to it never reach x (and writes to x never reach it).
@@ -85,9 +84,7 @@ Tensor view(const Tensor& x, const IntList& shape) {
                 "input tensor's size and stride (at least one dimension spans across two "
                 "contiguous subspaces); use .reshape(...) instead, which copies here");
   }
-  ir::Attrs a;
-  a.ints = out;
-  return make_view(x, OpKind::Reshape, a, "view");
+  return make_view(x, OpKind::Reshape, ir::ShapeAttrs{out}, "view");
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
@@ -130,9 +127,9 @@ Tensor permute(const Tensor& x, const IntList& dims) {
   if (static_cast<int64_t>(dims.size()) != x.dim()) {
     throw ValueError(desc("permute", x) + ": needs " + std::to_string(x.dim()) + " dims, got " + shape_str(dims));
   }
-  ir::Attrs a;
-  for (int64_t d : dims) a.ints.push_back(wrap_dim(d, x.dim(), "permute"));
-  std::vector<int64_t> sorted = a.ints;
+  ir::PermuteAttrs a;
+  for (int64_t d : dims) a.perm.push_back(wrap_dim(d, x.dim(), "permute"));
+  std::vector<int64_t> sorted = a.perm;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i] != static_cast<int64_t>(i)) throw ValueError(desc("permute", x) + ": " + shape_str(dims) + " is not a permutation");
@@ -170,9 +167,7 @@ Tensor expand(const Tensor& x, const IntList& sizes) {
   // A view, but still a value of that size: it must fit the size limit (core/shape.h).
   check_tensor_size(desc("expand", x) + " to " + shape_str(out), out, x.dtype());
   Tensor base = lead ? reshape(x, in) : x;
-  ir::Attrs a;
-  a.ints = out;
-  return make_view(base, OpKind::Expand, a, "expand");
+  return make_view(base, OpKind::Expand, ir::ShapeAttrs{out}, "expand");
 }
 
 Tensor broadcast_to(const Tensor& x, const IntList& shape) { return expand(x, shape); }
@@ -191,9 +186,7 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
   // A step past the dim picks one element, like a step of n, and keeps the length's rounding
   // (end - start + step - 1) from overflowing.
   step = std::min(step, std::max<int64_t>(n, 1));
-  ir::Attrs a;
-  a.ints = {d, s, e, step};
-  return make_view(x, OpKind::Slice, a, "slice");
+  return make_view(x, OpKind::Slice, ir::SliceAttrs{d, s, e, step}, "slice");
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
@@ -245,9 +238,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check_tensor_size(frontend::describe("cat", ops), out, dt);
   for (const Tensor& t : ts) vals.push_back(frontend::cast(frontend::value_of(t, "cat"), dt));
   if (vals.size() == 1) return wrap(vals[0]);
-  ir::Attrs a;
-  a.ints = {d};
-  return wrap(node(OpKind::Cat, std::move(vals), a));
+  return wrap(node(OpKind::Cat, std::move(vals), ir::DimAttrs{d}));
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
@@ -325,9 +316,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   ir::Value va = frontend::value_of(a, "matmul"), vb = frontend::value_of(b, "matmul");
   auto reshape_v = [](ir::Value v, Shape s) {
-    ir::Attrs r;
-    r.ints = std::move(s);
-    return node(OpKind::Reshape, {v}, r);
+    return node(OpKind::Reshape, {v}, ir::ShapeAttrs{std::move(s)});
   };
   if (a.dim() == 1) va = reshape_v(va, {1, a.shape()[0]});
   if (b.dim() == 1) vb = reshape_v(vb, {b.shape()[0], 1});

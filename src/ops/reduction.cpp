@@ -14,10 +14,7 @@ using ir::OpKind;
 namespace {
 
 ir::Value reduce(OpKind op, ir::Value v, const std::vector<int64_t>& dims, bool keepdim) {
-  ir::Attrs a;
-  a.ints = dims;
-  a.flag = keepdim;
-  return node(op, {std::move(v)}, a);
+  return node(op, {std::move(v)}, ir::ReduceAttrs{dims, keepdim});
 }
 
 // Elements per output: a shape-derived constant, baked like the shape itself (it changes only
@@ -92,30 +89,15 @@ Tensor arg_reduce(const char* name, OpKind op, const Tensor& x, std::optional<in
                   bool keepdim) {
   ir::Value v = frontend::value_of(x, name);
   if (x.numel() == 0) throw ValueError(desc(name, x) + ": cannot take the " + name + " of an empty tensor");
-  ir::Attrs a;
-  a.flag = keepdim;
-  if (dim && x.dim() > 0) a.ints = {wrap_dim(*dim, x.dim(), name)};
+  ir::ReduceAttrs a{{}, keepdim};
+  if (dim && x.dim() > 0) a.dims = {wrap_dim(*dim, x.dim(), name)};
   else if (dim) wrap_dim(*dim, 0, name);
   if (!dim || x.dim() == 0) {
     // Over the flattened tensor: keepdim keeps every dim as size 1.
-    if (x.dim() > 1) {
-      ir::Attrs r;
-      r.ints = {x.numel()};
-      v = node(OpKind::Reshape, {v}, r);
-    }
-    if (x.dim() == 0) {
-      ir::Attrs r;
-      r.ints = {1};
-      v = node(OpKind::Reshape, {v}, r);
-    }
-    a.ints = {0};
-    a.flag = false;
-    ir::Value out = node(op, {v}, a);
-    if (keepdim && x.dim() > 0) {
-      ir::Attrs r;
-      r.ints = Shape(x.dim(), 1);
-      out = node(OpKind::Reshape, {out}, r);
-    }
+    if (x.dim() > 1) v = node(OpKind::Reshape, {v}, ir::ShapeAttrs{{x.numel()}});
+    if (x.dim() == 0) v = node(OpKind::Reshape, {v}, ir::ShapeAttrs{{1}});
+    ir::Value out = node(op, {v}, ir::ReduceAttrs{{0}, false});
+    if (keepdim && x.dim() > 0) out = node(OpKind::Reshape, {out}, ir::ShapeAttrs{Shape(x.dim(), 1)});
     return wrap(out);
   }
   return wrap(node(op, {v}, a));
@@ -191,9 +173,7 @@ Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value s = reduce(OpKind::ReduceSum, node(OpKind::Exp, {node(OpKind::Sub, {v, shift})}), d, keepdim);
   ir::Value shift_out = shift;
   if (!keepdim) {
-    ir::Attrs r;
-    r.ints = s.shape();
-    shift_out = node(OpKind::Reshape, {shift}, r);
+    shift_out = node(OpKind::Reshape, {shift}, ir::ShapeAttrs{s.shape()});
   }
   return wrap(node(OpKind::Add, {node(OpKind::Log, {s}), shift_out}));
 }

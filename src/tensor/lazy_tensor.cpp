@@ -139,9 +139,9 @@ ir::Value TensorImpl::value_locked() {
 ir::Value TensorImpl::view_value_locked() {
   ir::Value v = view_base_->value();
   // A cache built in the other grad mode has the wrong requires_grad flags.
-  bool want_grad = v.node->requires_grad && autograd::grad_enabled();
+  bool want_grad = v.requires_grad() && autograd::grad_enabled();
   for (const ViewOp& op : view_ops_) want_grad &= op.op != ir::OpKind::StopGradient;
-  if (view_cache_ && view_cache_base_ == v.node && view_cache_.node->requires_grad == want_grad) {
+  if (view_cache_ && view_cache_base_ == v.node && view_cache_.requires_grad() == want_grad) {
     return view_cache_;
   }
   view_cache_base_ = v.node;
@@ -157,16 +157,13 @@ ir::Value inverse_view(const ViewOp& op, const ir::Value& in, const ir::Value& u
   switch (op.op) {
     case ir::OpKind::Slice: return {ir::make_node(ir::OpKind::SliceScatter, {in, update}, op.attrs), 0};
     case ir::OpKind::Permute: {
-      ir::Attrs inv;
-      inv.ints.resize(op.attrs.ints.size());
-      for (size_t i = 0; i < op.attrs.ints.size(); ++i) inv.ints[op.attrs.ints[i]] = static_cast<int64_t>(i);
+      const std::vector<int64_t>& perm = std::get<ir::PermuteAttrs>(op.attrs).perm;
+      ir::PermuteAttrs inv{std::vector<int64_t>(perm.size())};
+      for (size_t i = 0; i < perm.size(); ++i) inv.perm[perm[i]] = static_cast<int64_t>(i);
       return {ir::make_node(ir::OpKind::Permute, {update}, inv), 0};
     }
-    case ir::OpKind::Reshape: {
-      ir::Attrs a;
-      a.ints = op.in_shape;
-      return {ir::make_node(ir::OpKind::Reshape, {update}, a), 0};
-    }
+    case ir::OpKind::Reshape:
+      return {ir::make_node(ir::OpKind::Reshape, {update}, ir::ShapeAttrs{op.in_shape}), 0};
     case ir::OpKind::StopGradient: return update;  // detach(): writes go to the same value
     case ir::OpKind::Expand:
       throw ValueError("in-place update of an expanded view is not supported: it would write one "
@@ -250,7 +247,7 @@ SlotPtr TensorImpl::assign_buffer_if_current(const ir::Value& expected, BufferPt
   }
   if (state_ != TensorState::IR || ir_.node != expected.node) return nullptr;  // changed meanwhile
   // Keep the IR that backward still needs (a value read of the loss before loss.backward()).
-  ir::Value tape = ir_.node->requires_grad && !ir_.node->grad_consumed ? ir_ : ir::Value{};
+  ir::Value tape = ir_.requires_grad() && !ir_.node->grad_consumed ? ir_ : ir::Value{};
   SlotPtr before = std::move(restore_);
   hold_buffer_locked(std::move(buffer));
   tape_ = std::move(tape);

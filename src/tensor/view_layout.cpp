@@ -52,12 +52,13 @@ Strides strides_after(ir::OpKind op, const ir::Attrs& attrs, const Shape& in_sha
   switch (op) {
     case ir::OpKind::Slice: {  // attrs: dim, start, end, step
       Strides s = in_strides;
-      s[attrs.ints[0]] *= attrs.ints[3];
+      s[std::get<ir::SliceAttrs>(attrs).dim] *= std::get<ir::SliceAttrs>(attrs).step;
       return s;
     }
     case ir::OpKind::Permute: {
-      Strides s(attrs.ints.size());
-      for (size_t i = 0; i < s.size(); ++i) s[i] = in_strides[attrs.ints[i]];
+      const std::vector<int64_t>& perm = std::get<ir::PermuteAttrs>(attrs).perm;
+      Strides s(perm.size());
+      for (size_t i = 0; i < s.size(); ++i) s[i] = in_strides[perm[i]];
       return s;
     }
     case ir::OpKind::Expand: {  // same rank (new leading dims are reshaped in first)

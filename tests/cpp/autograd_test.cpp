@@ -162,6 +162,14 @@ const std::vector<GradCase>& grad_cases() {
        [](auto& x) { return scatter_add(x[0], 1, idx({0, 3, 3, 3, 2, 0}, {3, 2}), x[1]); }},
       {"index_copy", {{{4, 3}}, {{2, 3}}},
        [](auto& x) { return index_copy(x[0], 0, idx({3, 1}, {2}), x[1]); }},
+      // ordering (a multi-output primitive: the values' gradient goes back through the indices)
+      {"sort", {{{3, 4}}}, [](auto& x) { return sort(x[0], 1, true).first; }},
+      {"sort_dim0_both_outputs", {{{3, 4}}},
+       [](auto& x) {
+         auto [v, i] = sort(x[0], 0);
+         return v * i.to(kFloat64);
+       }},
+      {"topk", {{{3, 5}}}, [](auto& x) { return topk(x[0], 2, 1).first; }},
       // composites: gradients from their primitives
       {"mean", {{{2, 3}}}, [](auto& x) { return mean(x[0], {1}); }},
       {"var", {{{2, 4}}}, [](auto& x) { return var(x[0], {1}); }},

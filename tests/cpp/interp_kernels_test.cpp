@@ -65,19 +65,6 @@ Array run(OpKind op, const Attrs& attrs, const std::vector<const Array*>& inputs
   return out;
 }
 
-Attrs ints(std::vector<int64_t> v, bool flag = false) {
-  Attrs a;
-  a.ints = std::move(v);
-  a.flag = flag;
-  return a;
-}
-
-Attrs with_dtype(DType dt, std::vector<int64_t> v = {}) {
-  Attrs a;
-  a.dtype = dt;
-  a.ints = std::move(v);
-  return a;
-}
 
 // A unary op on float32 [n] with an output of the same shape and dtype.
 std::vector<float> unary_f32(OpKind op, const std::vector<float>& x) {
@@ -95,25 +82,24 @@ std::vector<T> binary(OpKind op, const std::vector<T>& x, const std::vector<T>& 
 // ---- leaves ----
 
 TEST(InterpKernels, ConstantCastsScalarToOutputDtype) {
-  Attrs a;
-  a.scalar = 2.5;
+  ir::ConstantAttrs a{2.5};
   EXPECT_EQ(run(OpKind::Constant, a, {}, kFloat32, {}).values<float>(), std::vector<float>{2.5f});
   EXPECT_EQ(run(OpKind::Constant, a, {}, kFloat64, {}).values<double>(), std::vector<double>{2.5});
-  a.scalar = -3.7;
+  a.value = -3.7;
   EXPECT_EQ(run(OpKind::Constant, a, {}, kInt32, {}).values<int32_t>(), std::vector<int32_t>{-3});
-  a.scalar = 0.5;
+  a.value = 0.5;
   EXPECT_EQ(run(OpKind::Constant, a, {}, kBool, {}).values<bool>(), std::vector<bool>{true});
-  a.scalar = 1e30;  // out of range: the documented integer minimum, never undefined behaviour
+  a.value = 1e30;  // out of range: the documented integer minimum, never undefined behaviour
   EXPECT_EQ(run(OpKind::Constant, a, {}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{std::numeric_limits<int64_t>::min()});
 }
 
 TEST(InterpKernels, IotaCountsFromZero) {
-  EXPECT_EQ(run(OpKind::Iota, ints({5}), {}, kInt64, {5}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::Iota, ir::IotaAttrs{5}, {}, kInt64, {5}).values<int64_t>(),
             (std::vector<int64_t>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(run(OpKind::Iota, ints({3}), {}, kFloat32, {3}).values<float>(),
+  EXPECT_EQ(run(OpKind::Iota, ir::IotaAttrs{3}, {}, kFloat32, {3}).values<float>(),
             (std::vector<float>{0, 1, 2}));
-  EXPECT_TRUE(run(OpKind::Iota, ints({0}), {}, kInt32, {0}).values<int32_t>().empty());
+  EXPECT_TRUE(run(OpKind::Iota, ir::IotaAttrs{0}, {}, kInt32, {0}).values<int32_t>().empty());
 }
 
 TEST(InterpKernels, DeviceDataHasNoKernel) {
@@ -124,9 +110,9 @@ TEST(InterpKernels, DeviceDataHasNoKernel) {
 
 TEST(InterpKernels, RngUniformMatchesDocumentedFormula) {
   Array key = make<int64_t>({}, {42});
-  auto f32 = run(OpKind::RngUniform, with_dtype(kFloat32, {1000}), {&key}, kFloat32, {1000})
+  auto f32 = run(OpKind::RngUniform, ir::RandomAttrs{{1000}, kFloat32}, {&key}, kFloat32, {1000})
                  .values<float>();
-  auto f64 = run(OpKind::RngUniform, with_dtype(kFloat64, {1000}), {&key}, kFloat64, {1000})
+  auto f64 = run(OpKind::RngUniform, ir::RandomAttrs{{1000}, kFloat64}, {&key}, kFloat64, {1000})
                  .values<double>();
   for (uint64_t i = 0; i < 1000; ++i) {
     EXPECT_EQ(f32[i], static_cast<float>(rng_bits(42, i) >> 40) * 0x1p-24f);
@@ -140,7 +126,7 @@ TEST(InterpKernels, RngUniformMatchesDocumentedFormula) {
 
 TEST(InterpKernels, RngUniformIsDeterministicPerKey) {
   Array k1 = make<int64_t>({}, {7}), k2 = make<int64_t>({}, {8});
-  Attrs a = with_dtype(kFloat32, {2, 8});
+  Attrs a = ir::RandomAttrs{{2, 8}, kFloat32};
   auto first = run(OpKind::RngUniform, a, {&k1}, kFloat32, {2, 8}).values<float>();
   auto again = run(OpKind::RngUniform, a, {&k1}, kFloat32, {2, 8}).values<float>();
   auto other = run(OpKind::RngUniform, a, {&k2}, kFloat32, {2, 8}).values<float>();
@@ -159,7 +145,7 @@ TEST(InterpKernels, RngNormalHasStandardMoments) {
   Array key = make<int64_t>({}, {123});
   const int64_t n = 20000;
   auto z =
-      run(OpKind::RngNormal, with_dtype(kFloat64, {n}), {&key}, kFloat64, {n}).values<double>();
+      run(OpKind::RngNormal, ir::RandomAttrs{{n}, kFloat64}, {&key}, kFloat64, {n}).values<double>();
   double sum = 0, sq = 0;
   for (double v : z) {
     ASSERT_TRUE(std::isfinite(v));
@@ -174,7 +160,7 @@ TEST(InterpKernels, RngNormalHasStandardMoments) {
   double u2 = static_cast<double>(rng_bits(123, 1) >> 11) * 0x1p-53;
   EXPECT_DOUBLE_EQ(z[0], std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
   auto z32 =
-      run(OpKind::RngNormal, with_dtype(kFloat32, {4}), {&key}, kFloat32, {4}).values<float>();
+      run(OpKind::RngNormal, ir::RandomAttrs{{4}, kFloat32}, {&key}, kFloat32, {4}).values<float>();
   EXPECT_EQ(z32[0], static_cast<float>(z[0]));
 }
 
@@ -289,30 +275,30 @@ TEST(InterpKernels, BitwiseNotIsLogicalOnBool) {
 
 TEST(InterpKernels, CastFloatToIntTruncatesTowardZero) {
   Array f = make<float>({4}, {-1.7f, 1.7f, 2.5f, -0.5f});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kInt32), {&f}, kInt32, {4}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kInt32}, {&f}, kInt32, {4}).values<int32_t>(),
             (std::vector<int32_t>{-1, 1, 2, 0}));
   Array d = make<double>({2}, {kNaN64, 1e300});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kInt64), {&d}, kInt64, {2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kInt64}, {&d}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>(2, std::numeric_limits<int64_t>::min())));
 }
 
 TEST(InterpKernels, CastToBoolIsNonZeroAndNaNIsTrue) {
   Array f = make<float>({4}, {0.0f, -0.0f, 0.1f, kNaN});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kBool), {&f}, kBool, {4}).values<bool>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kBool}, {&f}, kBool, {4}).values<bool>(),
             (std::vector<bool>{false, false, true, true}));
   Array i = make<int64_t>({3}, {0, -3, 2});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kBool), {&i}, kBool, {3}).values<bool>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kBool}, {&i}, kBool, {3}).values<bool>(),
             (std::vector<bool>{false, true, true}));
 }
 
 TEST(InterpKernels, CastBoolAndIntsToFloats) {
   Array b = make<bool>({2}, {true, false});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kFloat64), {&b}, kFloat64, {2}).values<double>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kFloat64}, {&b}, kFloat64, {2}).values<double>(),
             (std::vector<double>{1, 0}));
   Array i = make<int32_t>({2}, {-3, 16777217});
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kFloat32), {&i}, kFloat32, {2}).values<float>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kFloat32}, {&i}, kFloat32, {2}).values<float>(),
             (std::vector<float>{-3, 16777216}));
-  EXPECT_EQ(run(OpKind::Cast, with_dtype(kInt64), {&i}, kInt64, {2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kInt64}, {&i}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>{-3, 16777217}));
 }
 
@@ -498,102 +484,102 @@ TEST(InterpKernels, WhereBroadcastsAllThreeOperands) {
 
 TEST(InterpKernels, ReduceSumOverOneDimWithAndWithoutKeepdim) {
   Array x = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({1}), {&x}, kFloat32, {2}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{1}, false}, {&x}, kFloat32, {2}).values<float>(),
             (std::vector<float>{6, 15}));
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({1}, true), {&x}, kFloat32, {2, 1}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{1}, true}, {&x}, kFloat32, {2, 1}).values<float>(),
             (std::vector<float>{6, 15}));
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({0}), {&x}, kFloat32, {3}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{0}, false}, {&x}, kFloat32, {3}).values<float>(),
             (std::vector<float>{5, 7, 9}));
 }
 
 TEST(InterpKernels, ReduceSumOverSeveralAndAllDims) {
   Array x = make<int64_t>({2, 3, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({0, 2}), {&x}, kInt64, {3}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{0, 2}, false}, {&x}, kInt64, {3}).values<int64_t>(),
             (std::vector<int64_t>{1 + 2 + 7 + 8, 3 + 4 + 9 + 10, 5 + 6 + 11 + 12}));
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({0, 1, 2}), {&x}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{0, 1, 2}, false}, {&x}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{78});
   EXPECT_EQ(
-      run(OpKind::ReduceSum, ints({0, 1, 2}, true), {&x}, kInt64, {1, 1, 1}).values<int64_t>(),
+      run(OpKind::ReduceSum, ir::ReduceAttrs{{0, 1, 2}, true}, {&x}, kInt64, {1, 1, 1}).values<int64_t>(),
       std::vector<int64_t>{78});
 }
 
 TEST(InterpKernels, ReduceOverNoDimsCopies) {
   Array x = make<double>({2, 2}, {1, -2, 3, 4});
-  EXPECT_EQ(run(OpKind::ReduceMax, ints({}), {&x}, kFloat64, {2, 2}).values<double>(),
+  EXPECT_EQ(run(OpKind::ReduceMax, ir::ReduceAttrs{{}, false}, {&x}, kFloat64, {2, 2}).values<double>(),
             (std::vector<double>{1, -2, 3, 4}));
   Array s = make<double>({}, {5});
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({}), {&s}, kFloat64, {}).values<double>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{}, false}, {&s}, kFloat64, {}).values<double>(),
             std::vector<double>{5});
 }
 
 TEST(InterpKernels, ReduceOverZeroElementsGivesIdentity) {
   Array x = make<float>({2, 0}, {});
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({1}), {&x}, kFloat32, {2}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{1}, false}, {&x}, kFloat32, {2}).values<float>(),
             (std::vector<float>{0, 0}));
-  EXPECT_EQ(run(OpKind::ReduceProd, ints({1}), {&x}, kFloat32, {2}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceProd, ir::ReduceAttrs{{1}, false}, {&x}, kFloat32, {2}).values<float>(),
             (std::vector<float>{1, 1}));
-  EXPECT_TRUE(run(OpKind::ReduceSum, ints({0}), {&x}, kFloat32, {0}).values<float>().empty());
+  EXPECT_TRUE(run(OpKind::ReduceSum, ir::ReduceAttrs{{0}, false}, {&x}, kFloat32, {0}).values<float>().empty());
 }
 
 TEST(InterpKernels, ReduceSumOfFloat32AccumulatesInDouble) {
   // In float, 2^24 + 1 rounds back to 2^24 at each step; in double both ones survive.
   Array x = make<float>({3}, {16777216.0f, 1.0f, 1.0f});
-  EXPECT_EQ(run(OpKind::ReduceSum, ints({0}), {&x}, kFloat32, {}).values<float>(),
+  EXPECT_EQ(run(OpKind::ReduceSum, ir::ReduceAttrs{{0}, false}, {&x}, kFloat32, {}).values<float>(),
             std::vector<float>{16777218.0f});
 }
 
 TEST(InterpKernels, ReduceProdOfInts) {
   Array x = make<int32_t>({2, 3}, {1, 2, 3, -4, 5, 6});
-  EXPECT_EQ(run(OpKind::ReduceProd, ints({1}), {&x}, kInt32, {2}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::ReduceProd, ir::ReduceAttrs{{1}, false}, {&x}, kInt32, {2}).values<int32_t>(),
             (std::vector<int32_t>{6, -120}));
 }
 
 TEST(InterpKernels, ReduceMaxAndMinPropagateNaN) {
   Array x = make<float>({2, 3}, {1, kNaN, 3, -kInf, -kInf, -kInf});
-  auto mx = run(OpKind::ReduceMax, ints({1}), {&x}, kFloat32, {2}).values<float>();
+  auto mx = run(OpKind::ReduceMax, ir::ReduceAttrs{{1}, false}, {&x}, kFloat32, {2}).values<float>();
   EXPECT_TRUE(std::isnan(mx[0]));
   EXPECT_EQ(mx[1], -kInf);
-  auto mn = run(OpKind::ReduceMin, ints({1}), {&x}, kFloat32, {2}).values<float>();
+  auto mn = run(OpKind::ReduceMin, ir::ReduceAttrs{{1}, false}, {&x}, kFloat32, {2}).values<float>();
   EXPECT_TRUE(std::isnan(mn[0]));
   EXPECT_EQ(mn[1], -kInf);
   Array i = make<int64_t>({3}, {4, -9, 7});
-  EXPECT_EQ(run(OpKind::ReduceMin, ints({0}), {&i}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ReduceMin, ir::ReduceAttrs{{0}, false}, {&i}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{-9});
-  EXPECT_EQ(run(OpKind::ReduceMax, ints({0}), {&i}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ReduceMax, ir::ReduceAttrs{{0}, false}, {&i}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{7});
 }
 
 TEST(InterpKernels, ReduceMaxAndMinOnBoolAreAnyAndAll) {
   Array b = make<bool>({2, 2}, {false, true, true, true});
-  EXPECT_EQ(run(OpKind::ReduceMax, ints({1}), {&b}, kBool, {2}).values<bool>(),
+  EXPECT_EQ(run(OpKind::ReduceMax, ir::ReduceAttrs{{1}, false}, {&b}, kBool, {2}).values<bool>(),
             (std::vector<bool>{true, true}));
-  EXPECT_EQ(run(OpKind::ReduceMin, ints({1}), {&b}, kBool, {2}).values<bool>(),
+  EXPECT_EQ(run(OpKind::ReduceMin, ir::ReduceAttrs{{1}, false}, {&b}, kBool, {2}).values<bool>(),
             (std::vector<bool>{false, true}));
 }
 
 TEST(InterpKernels, ArgMaxAndArgMinTakeFirstOfTies) {
   Array x = make<float>({2, 3}, {1, 5, 5, 7, 0, 0});
-  EXPECT_EQ(run(OpKind::ArgMax, ints({1}), {&x}, kInt64, {2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMax, ir::ReduceAttrs{{1}, false}, {&x}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(run(OpKind::ArgMin, ints({1}), {&x}, kInt64, {2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMin, ir::ReduceAttrs{{1}, false}, {&x}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(run(OpKind::ArgMax, ints({0}, true), {&x}, kInt64, {1, 3}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMax, ir::ReduceAttrs{{0}, true}, {&x}, kInt64, {1, 3}).values<int64_t>(),
             (std::vector<int64_t>{1, 0, 0}));
   // No dims: over the flattened input.
-  EXPECT_EQ(run(OpKind::ArgMax, ints({}), {&x}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMax, ir::ReduceAttrs{{}, false}, {&x}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{3});
-  EXPECT_EQ(run(OpKind::ArgMin, ints({}), {&x}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMin, ir::ReduceAttrs{{}, false}, {&x}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{4});
   Array i = make<int32_t>({4}, {3, -1, 3, -1});
-  EXPECT_EQ(run(OpKind::ArgMin, ints({0}), {&i}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMin, ir::ReduceAttrs{{0}, false}, {&i}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{1});
 }
 
 TEST(InterpKernels, ArgMaxAndArgMinPickFirstNaN) {
   Array x = make<double>({5}, {1, kNaN64, 9, kNaN64, -9});
-  EXPECT_EQ(run(OpKind::ArgMax, ints({0}), {&x}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMax, ir::ReduceAttrs{{0}, false}, {&x}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{1});
-  EXPECT_EQ(run(OpKind::ArgMin, ints({0}), {&x}, kInt64, {}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ArgMin, ir::ReduceAttrs{{0}, false}, {&x}, kInt64, {}).values<int64_t>(),
             std::vector<int64_t>{1});
 }
 
@@ -631,36 +617,36 @@ TEST(InterpKernels, MatMulWithEmptyInnerDimIsZeros) {
 
 TEST(InterpKernels, ReshapeKeepsRowMajorOrder) {
   Array x = make<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(run(OpKind::Reshape, ints({3, 2}), {&x}, kInt32, {3, 2}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::Reshape, ir::ShapeAttrs{{3, 2}}, {&x}, kInt32, {3, 2}).values<int32_t>(),
             (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
 }
 
 TEST(InterpKernels, PermuteReordersDims) {
   Array x = make<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(run(OpKind::Permute, ints({1, 0}), {&x}, kInt32, {3, 2}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::Permute, ir::PermuteAttrs{{1, 0}}, {&x}, kInt32, {3, 2}).values<int32_t>(),
             (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
   // out dim i = in dim perm[i]: [2, 1, 3] with perm [2, 0, 1] -> [3, 2, 1].
   Array y = make<double>({2, 1, 3}, {1, 2, 3, 4, 5, 6});
-  EXPECT_EQ(run(OpKind::Permute, ints({2, 0, 1}), {&y}, kFloat64, {3, 2, 1}).values<double>(),
+  EXPECT_EQ(run(OpKind::Permute, ir::PermuteAttrs{{2, 0, 1}}, {&y}, kFloat64, {3, 2, 1}).values<double>(),
             (std::vector<double>{1, 4, 2, 5, 3, 6}));
 }
 
 TEST(InterpKernels, ExpandRepeatsSizeOneDims) {
   Array row = make<bool>({1, 3}, {true, false, true});
-  EXPECT_EQ(run(OpKind::Expand, ints({2, 3}), {&row}, kBool, {2, 3}).values<bool>(),
+  EXPECT_EQ(run(OpKind::Expand, ir::ShapeAttrs{{2, 3}}, {&row}, kBool, {2, 3}).values<bool>(),
             (std::vector<bool>{true, false, true, true, false, true}));
   Array col = make<float>({2, 1}, {1, 2});
-  EXPECT_EQ(run(OpKind::Expand, ints({2, 3}), {&col}, kFloat32, {2, 3}).values<float>(),
+  EXPECT_EQ(run(OpKind::Expand, ir::ShapeAttrs{{2, 3}}, {&col}, kFloat32, {2, 3}).values<float>(),
             (std::vector<float>{1, 1, 1, 2, 2, 2}));
 }
 
 TEST(InterpKernels, SliceWithStep) {
   Array x = make<int64_t>({5}, {0, 1, 2, 3, 4});
-  EXPECT_EQ(run(OpKind::Slice, ints({0, 1, 5, 2}), {&x}, kInt64, {2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::Slice, ir::SliceAttrs{0, 1, 5, 2}, {&x}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>{1, 3}));
-  EXPECT_TRUE(run(OpKind::Slice, ints({0, 2, 2, 1}), {&x}, kInt64, {0}).values<int64_t>().empty());
+  EXPECT_TRUE(run(OpKind::Slice, ir::SliceAttrs{0, 2, 2, 1}, {&x}, kInt64, {0}).values<int64_t>().empty());
   Array m = make<int64_t>({2, 4}, {0, 1, 2, 3, 4, 5, 6, 7});
-  EXPECT_EQ(run(OpKind::Slice, ints({1, 1, 4, 2}), {&m}, kInt64, {2, 2}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::Slice, ir::SliceAttrs{1, 1, 4, 2}, {&m}, kInt64, {2, 2}).values<int64_t>(),
             (std::vector<int64_t>{1, 3, 5, 7}));
 }
 
@@ -668,17 +654,17 @@ TEST(InterpKernels, CatJoinsAlongDim) {
   Array a = make<float>({2, 1}, {1, 2});
   Array b = make<float>({2, 0}, {});
   Array c = make<float>({2, 2}, {3, 4, 5, 6});
-  EXPECT_EQ(run(OpKind::Cat, ints({1}), {&a, &b, &c}, kFloat32, {2, 3}).values<float>(),
+  EXPECT_EQ(run(OpKind::Cat, ir::DimAttrs{1}, {&a, &b, &c}, kFloat32, {2, 3}).values<float>(),
             (std::vector<float>{1, 3, 4, 2, 5, 6}));
   Array d = make<float>({1, 2}, {7, 8});
-  EXPECT_EQ(run(OpKind::Cat, ints({0}), {&c, &d}, kFloat32, {3, 2}).values<float>(),
+  EXPECT_EQ(run(OpKind::Cat, ir::DimAttrs{0}, {&c, &d}, kFloat32, {3, 2}).values<float>(),
             (std::vector<float>{3, 4, 5, 6, 7, 8}));
 }
 
 TEST(InterpKernels, SliceScatterReplacesTheSlice) {
   Array base = make<int32_t>({2, 4}, {0, 0, 0, 0, 0, 0, 0, 0});
   Array src = make<int32_t>({2, 2}, {1, 2, 3, 4});
-  EXPECT_EQ(run(OpKind::SliceScatter, ints({1, 0, 4, 2}), {&base, &src}, kInt32, {2, 4})
+  EXPECT_EQ(run(OpKind::SliceScatter, ir::SliceAttrs{1, 0, 4, 2}, {&base, &src}, kInt32, {2, 4})
                 .values<int32_t>(),
             (std::vector<int32_t>{1, 0, 2, 0, 3, 0, 4, 0}));
 }
@@ -688,31 +674,31 @@ TEST(InterpKernels, SliceScatterReplacesTheSlice) {
 TEST(InterpKernels, IndexSelectWithInt32AndInt64Indices) {
   Array x = make<float>({3, 2}, {1, 2, 3, 4, 5, 6});
   Array i64 = make<int64_t>({3}, {2, 0, 2});
-  EXPECT_EQ(run(OpKind::IndexSelect, ints({0}), {&x, &i64}, kFloat32, {3, 2}).values<float>(),
+  EXPECT_EQ(run(OpKind::IndexSelect, ir::DimAttrs{0}, {&x, &i64}, kFloat32, {3, 2}).values<float>(),
             (std::vector<float>{5, 6, 1, 2, 5, 6}));
   Array i32 = make<int32_t>({1}, {1});
-  EXPECT_EQ(run(OpKind::IndexSelect, ints({1}), {&x, &i32}, kFloat32, {3, 1}).values<float>(),
+  EXPECT_EQ(run(OpKind::IndexSelect, ir::DimAttrs{1}, {&x, &i32}, kFloat32, {3, 1}).values<float>(),
             (std::vector<float>{2, 4, 6}));
 }
 
 TEST(InterpKernels, IndexSelectOnScalarNeedsOneIndex) {
   Array s = make<double>({}, {4.5});
   Array one = make<int64_t>({1}, {0});
-  EXPECT_EQ(run(OpKind::IndexSelect, ints({0}), {&s, &one}, kFloat64, {}).values<double>(),
+  EXPECT_EQ(run(OpKind::IndexSelect, ir::DimAttrs{0}, {&s, &one}, kFloat64, {}).values<double>(),
             std::vector<double>{4.5});
   Array two = make<int64_t>({2}, {0, 0});
-  EXPECT_THROW(run(OpKind::IndexSelect, ints({0}), {&s, &two}, kFloat64, {}), IndexError);
+  EXPECT_THROW(run(OpKind::IndexSelect, ir::DimAttrs{0}, {&s, &two}, kFloat64, {}), IndexError);
 }
 
 TEST(InterpKernels, GatherPicksAlongDim) {
   // out[i][j] = x[i][index[i][j]]; the index may be smaller than x outside dim.
   Array x = make<int32_t>({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   Array idx = make<int64_t>({2, 2}, {2, 0, 1, 1});
-  EXPECT_EQ(run(OpKind::Gather, ints({1}), {&x, &idx}, kInt32, {2, 2}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::Gather, ir::DimAttrs{1}, {&x, &idx}, kInt32, {2, 2}).values<int32_t>(),
             (std::vector<int32_t>{3, 1, 5, 5}));
   // dim 0: out[i][j] = x[index[i][j]][j].
   Array idx0 = make<int32_t>({1, 3}, {2, 0, 1});
-  EXPECT_EQ(run(OpKind::Gather, ints({0}), {&x, &idx0}, kInt32, {1, 3}).values<int32_t>(),
+  EXPECT_EQ(run(OpKind::Gather, ir::DimAttrs{0}, {&x, &idx0}, kInt32, {1, 3}).values<int32_t>(),
             (std::vector<int32_t>{7, 2, 6}));
 }
 
@@ -721,12 +707,12 @@ TEST(InterpKernels, ScatterAddAccumulatesRepeatedIndices) {
   Array idx = make<int64_t>({2, 2}, {0, 0, 2, 1});
   Array src = make<float>({2, 3}, {1, 2, 100, 3, 4, 100});  // only the index's [2, 2] is read
   EXPECT_EQ(
-      run(OpKind::ScatterAdd, ints({1}), {&base, &idx, &src}, kFloat32, {2, 3}).values<float>(),
+      run(OpKind::ScatterAdd, ir::DimAttrs{1}, {&base, &idx, &src}, kFloat32, {2, 3}).values<float>(),
       (std::vector<float>{3, 0, 0, 10, 14, 13}));
   Array ib = make<int64_t>({3}, {0, 0, 0});
   Array ii = make<int32_t>({2}, {2, 2});
   Array is = make<int64_t>({2}, {5, 6});
-  EXPECT_EQ(run(OpKind::ScatterAdd, ints({0}), {&ib, &ii, &is}, kInt64, {3}).values<int64_t>(),
+  EXPECT_EQ(run(OpKind::ScatterAdd, ir::DimAttrs{0}, {&ib, &ii, &is}, kInt64, {3}).values<int64_t>(),
             (std::vector<int64_t>{0, 0, 11}));
 }
 
@@ -735,12 +721,12 @@ TEST(InterpKernels, IndexCopyWritesSourceRows) {
   Array idx = make<int64_t>({2}, {2, 0});
   Array src = make<int64_t>({2, 2}, {1, 2, 3, 4});
   EXPECT_EQ(
-      run(OpKind::IndexCopy, ints({0}), {&base, &idx, &src}, kInt64, {3, 2}).values<int64_t>(),
+      run(OpKind::IndexCopy, ir::DimAttrs{0}, {&base, &idx, &src}, kInt64, {3, 2}).values<int64_t>(),
       (std::vector<int64_t>{3, 4, 0, 0, 1, 2}));
   Array col = make<int64_t>({1}, {1});
   Array srccol = make<int64_t>({3, 1}, {7, 8, 9});
   EXPECT_EQ(
-      run(OpKind::IndexCopy, ints({1}), {&base, &col, &srccol}, kInt64, {3, 2}).values<int64_t>(),
+      run(OpKind::IndexCopy, ir::DimAttrs{1}, {&base, &col, &srccol}, kInt64, {3, 2}).values<int64_t>(),
       (std::vector<int64_t>{0, 7, 0, 8, 0, 9}));
 }
 
@@ -748,18 +734,18 @@ TEST(InterpKernels, IndexOutOfRangeThrowsIndexError) {
   Array x = make<float>({5}, {0, 1, 2, 3, 4});
   Array neg = make<int64_t>({1}, {-1});
   try {
-    run(OpKind::IndexSelect, ints({0}), {&x, &neg}, kFloat32, {1});
+    run(OpKind::IndexSelect, ir::DimAttrs{0}, {&x, &neg}, kFloat32, {1});
     FAIL() << "expected IndexError";
   } catch (const IndexError& e) {
     EXPECT_STREQ(e.what(), "index_select: index -1 is out of range for dim 0 of size 5");
   }
   Array big = make<int32_t>({1}, {5});
   Array src = make<float>({1}, {9});
-  EXPECT_THROW(run(OpKind::IndexSelect, ints({0}), {&x, &big}, kFloat32, {1}), IndexError);
-  EXPECT_THROW(run(OpKind::Gather, ints({0}), {&x, &big}, kFloat32, {1}), IndexError);
-  EXPECT_THROW(run(OpKind::Gather, ints({0}), {&x, &neg}, kFloat32, {1}), IndexError);
-  EXPECT_THROW(run(OpKind::ScatterAdd, ints({0}), {&x, &big, &src}, kFloat32, {5}), IndexError);
-  EXPECT_THROW(run(OpKind::IndexCopy, ints({0}), {&x, &neg, &src}, kFloat32, {5}), IndexError);
+  EXPECT_THROW(run(OpKind::IndexSelect, ir::DimAttrs{0}, {&x, &big}, kFloat32, {1}), IndexError);
+  EXPECT_THROW(run(OpKind::Gather, ir::DimAttrs{0}, {&x, &big}, kFloat32, {1}), IndexError);
+  EXPECT_THROW(run(OpKind::Gather, ir::DimAttrs{0}, {&x, &neg}, kFloat32, {1}), IndexError);
+  EXPECT_THROW(run(OpKind::ScatterAdd, ir::DimAttrs{0}, {&x, &big, &src}, kFloat32, {5}), IndexError);
+  EXPECT_THROW(run(OpKind::IndexCopy, ir::DimAttrs{0}, {&x, &neg, &src}, kFloat32, {5}), IndexError);
 }
 
 }  // namespace

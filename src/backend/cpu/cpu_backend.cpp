@@ -83,17 +83,22 @@ class CpuProgram final : public Executable {
     std::vector<void*> ptrs;
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
-      if (first_error && into_param[s.output]) {
+      auto for_each_output = [&s](auto&& f) {
+        f(s.output);
+        for (int v : s.more_outputs) f(v);
+      };
+      for_each_output([&](int out) {
+        if (!first_error || !into_param[out]) return;
         // A donated parameter stays intact once anything failed: the value goes aside, for the
         // steps that read it (its root is restored: backend.h).
-        spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[s.output].nbytes)));
-        ptr[s.output] = spills.back()->data();
-        into_param[s.output] = 0;
-      }
+        spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[out].nbytes)));
+        ptr[out] = spills.back()->data();
+        into_param[out] = 0;
+      });
       bool input_failed = false;
       for (int v : s.inputs) input_failed |= v >= 0 && failed[v];
       if (input_failed) {
-        failed[s.output] = 1;
+        for_each_output([&](int out) { failed[out] = 1; });
         continue;
       }
       try {
@@ -103,7 +108,7 @@ class CpuProgram final : public Executable {
           first_error = std::current_exception();
           failed_node = s.node;
         }
-        failed[s.output] = 1;
+        for_each_output([&](int out) { failed[out] = 1; });
       }
     }
     std::vector<RootCopy> copies;
@@ -151,7 +156,12 @@ class CpuProgram final : public Executable {
     }
     if (s.kind == PlanStep::MatMul && library_call(s.op, s.attrs, in, out)) return;
     if (counters_[i]) counters_[i]->add();
-    interp::run_kernel(s.op, s.attrs, in, out);
+    if (s.more_outputs.empty()) return interp::run_kernel(s.op, s.attrs, in, out);
+    std::vector<interp::MutArray> outs{out};
+    for (int v : s.more_outputs) {
+      outs.push_back({plan_.values[v].dtype, &plan_.values[v].shape, ptr[v]});
+    }
+    interp::run_kernel(s.op, s.attrs, in, outs);
   }
 
  private:

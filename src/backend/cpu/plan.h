@@ -32,7 +32,8 @@ struct PlanStep {
   // Kernel
   int kernel = -1;                  // index into Plan::kernels
   std::vector<int> inputs;          // value per kernel input (-1: index input); MatMul/Fallback: operands
-  int output = -1;                  // value written
+  int output = -1;                  // value written (output 0 of a multi-output op)
+  std::vector<int> more_outputs;    // Fallback of a multi-output op: its outputs 1..
   std::vector<int64_t> args;        // the kernel's runtime arguments (kernel_spec.h)
   int64_t range = 0, grain = 1, align = 1;
   // MatMul / Fallback

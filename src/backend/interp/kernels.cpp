@@ -22,8 +22,17 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
     case ir::OpClass::Library: return run_matmul(inputs[0], inputs[1], out);
     case ir::OpClass::Movement: return run_movement(op, attrs, inputs, out);
     case ir::OpClass::Index: return run_index(op, attrs, inputs, out);
+    case ir::OpClass::Sort: break;  // multi-output: below
   }
   throw Error("interp: no reference kernel for " + std::string(ir::op_name(op)));
+}
+
+void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
+                const std::vector<MutArray>& outputs) {
+  if (ir::op_info(op).cls == ir::OpClass::Sort) {
+    return run_sort(std::get<ir::SortAttrs>(attrs), inputs[0], outputs[0], outputs[1]);
+  }
+  run_kernel(op, attrs, inputs, outputs[0]);
 }
 
 }  // namespace lz::interp

@@ -28,6 +28,9 @@ struct MutArray {
 // the node's inferred output). DeviceData is never passed here.
 void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
                 MutArray out);
+// Any op, one preallocated array per output (op_table.def's outputs column).
+void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
+                const std::vector<MutArray>& outputs);
 
 // The counter-based generator shared by every backend: the i-th value of a random op with key k.
 // Deterministic and platform independent so every backend draws the same numbers.

@@ -369,7 +369,7 @@ void run_leaf(OpKind op, const ir::Attrs& attrs, MutArray out) {
     using T = typename decltype(tag)::type;
     T* o = data_of<T>(out);
     if (op == OpKind::Constant) {
-      o[0] = convert<T>(attrs.scalar);
+      o[0] = convert<T>(std::get<ir::ConstantAttrs>(attrs).value);
       return;
     }
     int64_t n = numel(*out.shape);

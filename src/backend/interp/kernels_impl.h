@@ -32,6 +32,8 @@ void run_movement(ir::OpKind op, const ir::Attrs& attrs, const std::vector<Const
                   MutArray out);
 void run_index(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
                MutArray out);
+// kernels_sort.cpp
+void run_sort(const ir::SortAttrs& a, const ConstArray& x, MutArray values, MutArray indices);
 
 // ---- dtype dispatch ----
 

@@ -34,11 +34,11 @@ void copy_all(const ConstArray& x, MutArray out) {
 }
 
 // Writes src (shaped like the slice) into out at slice ints=[dim, start, end, step].
-void write_slice(const std::vector<int64_t>& s, const ConstArray& src, MutArray out) {
-  size_t dim = static_cast<size_t>(s[0]);
+void write_slice(const ir::SliceAttrs& s, const ConstArray& src, MutArray out) {
+  size_t dim = static_cast<size_t>(s.dim);
   std::vector<int64_t> dst = contiguous_strides(*out.shape);
-  int64_t start = s[1] * dst[dim];
-  dst[dim] *= s[3];
+  int64_t start = s.start * dst[dim];
+  dst[dim] *= s.step;
   copy_strided(dtype_size(src.dtype), *src.shape, bytes_of(src), contiguous_strides(*src.shape), 0,
                bytes_of(out), std::move(dst), start);
 }
@@ -163,8 +163,8 @@ void run_movement(OpKind op, const ir::Attrs& attrs, const std::vector<ConstArra
     case OpKind::Permute: {
       std::vector<int64_t> in_strides = contiguous_strides(in);
       std::vector<int64_t> src(in.size());
-      for (size_t i = 0; i < in.size(); ++i)
-        src[i] = in_strides[static_cast<size_t>(attrs.ints[i])];
+      const std::vector<int64_t>& perm = std::get<ir::PermuteAttrs>(attrs).perm;
+      for (size_t i = 0; i < in.size(); ++i) src[i] = in_strides[static_cast<size_t>(perm[i])];
       return copy_strided(elem, *out.shape, bytes_of(x), std::move(src), 0, bytes_of(out),
                           contiguous_strides(*out.shape), 0);
     }
@@ -172,16 +172,17 @@ void run_movement(OpKind op, const ir::Attrs& attrs, const std::vector<ConstArra
       return copy_strided(elem, *out.shape, bytes_of(x), broadcast_strides(in, *out.shape), 0,
                           bytes_of(out), contiguous_strides(*out.shape), 0);
     case OpKind::Slice: {
-      size_t dim = static_cast<size_t>(attrs.ints[0]);
+      const auto& sl = std::get<ir::SliceAttrs>(attrs);
+      size_t dim = static_cast<size_t>(sl.dim);
       std::vector<int64_t> src = contiguous_strides(in);
-      int64_t start = attrs.ints[1] * src[dim];
-      src[dim] *= attrs.ints[3];
+      int64_t start = sl.start * src[dim];
+      src[dim] *= sl.step;
       return copy_strided(elem, *out.shape, bytes_of(x), std::move(src), start, bytes_of(out),
                           contiguous_strides(*out.shape), 0);
     }
     case OpKind::Cat: {
       // Each input lands in the output's strides, shifted along dim by the sizes before it.
-      size_t dim = static_cast<size_t>(attrs.ints[0]);
+      size_t dim = static_cast<size_t>(std::get<ir::DimAttrs>(attrs).dim);
       std::vector<int64_t> dst = contiguous_strides(*out.shape);
       int64_t at = 0;
       for (const ConstArray& part : inputs) {
@@ -193,7 +194,7 @@ void run_movement(OpKind op, const ir::Attrs& attrs, const std::vector<ConstArra
     }
     case OpKind::SliceScatter: {
       copy_all(x, out);
-      return write_slice(attrs.ints, inputs[1], out);
+      return write_slice(std::get<ir::SliceAttrs>(attrs), inputs[1], out);
     }
     default: break;
   }
@@ -204,8 +205,9 @@ void run_index(OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>&
                MutArray out) {
   const ConstArray& x = inputs[0];
   const ConstArray& index = inputs[1];
-  size_t dim = static_cast<size_t>(attrs.ints[0]);
-  check_indices(op, index, attrs.ints[0], as_rank1(*x.shape)[dim]);
+  const int64_t d = std::get<ir::DimAttrs>(attrs).dim;
+  size_t dim = static_cast<size_t>(d);
+  check_indices(op, index, d, as_rank1(*x.shape)[dim]);
   // A rank-0 operand has one slot, so a 1-D index must name exactly one (as PyTorch requires);
   // shape inference cannot see this, as the output shape ignores the index length there.
   bool one_d = op == OpKind::IndexSelect || op == OpKind::IndexCopy;

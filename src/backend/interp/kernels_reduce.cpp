@@ -118,9 +118,9 @@ void run_reduction(OpKind op, const ir::Attrs& attrs, const ConstArray& x, MutAr
   dispatch(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (op == OpKind::ArgMax || op == OpKind::ArgMin) {
-      arg_extreme<T>(op == OpKind::ArgMax, attrs.ints, x, out);
+      arg_extreme<T>(op == OpKind::ArgMax, std::get<ir::ReduceAttrs>(attrs).dims, x, out);
     } else {
-      reduce_typed<T>(op, attrs.ints, x, out);
+      reduce_typed<T>(op, std::get<ir::ReduceAttrs>(attrs).dims, x, out);
     }
   });
 }

@@ -1,0 +1,150 @@
+// Typed node attributes. Each op's row in op_table.def names the one struct its
+// nodes carry, and make_node() refuses any other, so a kernel, rule or planner
+// reads `n.attr<SliceAttrs>().step` instead of decoding a list of ints by
+// position.
+//
+// Contract for a new attribute struct: every field is listed by visit() (in a
+// fixed order), which is what hashing (node hash), printing (dumps) and the
+// explanations see; a field visit() skips would let two different nodes share a
+// hash. Fields are plain values (integers, bools, doubles, dtypes, int lists),
+// compared with the defaulted ==.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/shape.h"
+#include "lazuli/dtype.h"
+
+namespace lz::ir {
+
+struct NoAttrs {
+  template <class V> void visit(V &) const {}
+  bool operator==(const NoAttrs &) const = default;
+};
+
+// Cast: the target dtype.
+struct DTypeAttrs {
+  DType dtype = DType::Float32;
+  template <class V> void visit(V &v) const { v("dtype", dtype); }
+  bool operator==(const DTypeAttrs &) const = default;
+};
+
+// Constant: a baked scalar (its value is hashed, DESIGN.md section 3).
+struct ConstantAttrs {
+  double value = 0;
+  DType dtype = DType::Float32;
+  template <class V> void visit(V &v) const {
+    v("value", value);
+    v("dtype", dtype);
+  }
+  bool operator==(const ConstantAttrs &) const = default;
+};
+
+// Iota: 0..n-1.
+struct IotaAttrs {
+  int64_t n = 0;
+  DType dtype = DType::Int64;
+  template <class V> void visit(V &v) const {
+    v("n", n);
+    v("dtype", dtype);
+  }
+  bool operator==(const IotaAttrs &) const = default;
+};
+
+// RngUniform, RngNormal: the output's shape and (floating) dtype.
+struct RandomAttrs {
+  Shape shape;
+  DType dtype = DType::Float32;
+  template <class V> void visit(V &v) const {
+    v("shape", shape);
+    v("dtype", dtype);
+  }
+  bool operator==(const RandomAttrs &) const = default;
+};
+
+// Reshape and Expand: the output's sizes (no -1).
+struct ShapeAttrs {
+  Shape sizes;
+  template <class V> void visit(V &v) const { v("sizes", sizes); }
+  bool operator==(const ShapeAttrs &) const = default;
+};
+
+// Permute: output dim i is input dim perm[i].
+struct PermuteAttrs {
+  std::vector<int64_t> perm;
+  template <class V> void visit(V &v) const { v("perm", perm); }
+  bool operator==(const PermuteAttrs &) const = default;
+};
+
+// Slice and SliceScatter: normalized (0 <= start <= end <= size, step > 0).
+struct SliceAttrs {
+  int64_t dim = 0, start = 0, end = 0, step = 1;
+  template <class V> void visit(V &v) const {
+    v("dim", dim);
+    v("start", start);
+    v("end", end);
+    v("step", step);
+  }
+  bool operator==(const SliceAttrs &) const = default;
+};
+
+// Cat and the index ops: the dim they work along (non-negative).
+struct DimAttrs {
+  int64_t dim = 0;
+  template <class V> void visit(V &v) const { v("dim", dim); }
+  bool operator==(const DimAttrs &) const = default;
+};
+
+// Reductions (sorted, distinct, non-negative dims) and ArgMax/ArgMin (exactly
+// one dim).
+struct ReduceAttrs {
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+  template <class V> void visit(V &v) const {
+    v("dims", dims);
+    v("keepdim", keepdim);
+  }
+  bool operator==(const ReduceAttrs &) const = default;
+};
+
+// Sort: along `dim`, ascending unless `descending`; `stable` keeps equal
+// elements in input order (the reference kernel is always stable; the flag is
+// PyTorch's and is hashed as given).
+struct SortAttrs {
+  int64_t dim = 0;
+  bool descending = false;
+  bool stable = false;
+  template <class V> void visit(V &v) const {
+    v("dim", dim);
+    v("descending", descending);
+    v("stable", stable);
+  }
+  bool operator==(const SortAttrs &) const = default;
+};
+
+// The attribute struct of a node. The order of the alternatives is part of
+// every node hash (the index is hashed): append new structs at the end.
+using Attrs = std::variant<NoAttrs, DTypeAttrs, ConstantAttrs, IotaAttrs,
+                           RandomAttrs, ShapeAttrs, PermuteAttrs, SliceAttrs,
+                           DimAttrs, ReduceAttrs, SortAttrs>;
+
+// The variant index of attribute struct A (for the op table's column).
+template <class A, size_t I = 0> constexpr size_t attrs_index() {
+  if constexpr (std::is_same_v<A, std::variant_alternative_t<I, Attrs>>) {
+    return I;
+  } else {
+    return attrs_index<A, I + 1>();
+  }
+}
+
+// Adds every field of `a`, and which struct it is, to `h`.
+void hash_attrs(Hasher &h, const Attrs &a);
+// "dim=1 start=0 end=4 step=2" (empty for NoAttrs), for dumps and explanations.
+std::string attrs_str(const Attrs &a);
+// The struct's name ("SliceAttrs"), for internal errors.
+const char *attrs_name(size_t index);
+
+} // namespace lz::ir
