@@ -217,8 +217,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (x.dtype() == DType::Bool) throw TypeError(describe("clamp", ops) + ": bool is not supported");
   DType dt = result_type(ops);
   ir::Value v = frontend::cast(frontend::value_of(x, "clamp"), dt);
-  // Selects, not maximum/minimum (which split a tie): as PyTorch, x at a bound keeps gradient 1,
-  // and a nan (in x or the bound) comes out nan with gradient 0.
+  // Selects, not maximum/minimum (which split a tie): as the pinned PyTorch (2.15), x at a bound
+  // takes the bound (gradient 0; only x strictly inside passes it), and a nan (in x or the bound)
+  // comes out nan with gradient 0.
   auto bound = [&](ir::Value v, const Scalar& b, OpKind outside, OpKind inside) {
     ir::Value bv = frontend::scalar_value(b, dt);
     ir::Value in = v;
@@ -228,8 +229,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
     }
     return node(OpKind::Where, {node(outside, {v, bv}), bv, in});
   };
-  if (min) v = bound(v, *min, OpKind::Lt, OpKind::Ge);
-  if (max) v = bound(v, *max, OpKind::Gt, OpKind::Le);
+  if (min) v = bound(v, *min, OpKind::Le, OpKind::Ge);
+  if (max) v = bound(v, *max, OpKind::Ge, OpKind::Le);
   return wrap(v);
 }
 

@@ -26,15 +26,16 @@ def test_prod_and_std_gradients_at_zeros_and_constants():
     assert grad_of(lambda t: t.std(0, keepdim=True), [[1.0, 5.0], [1.0, 5.0]]).tolist() == [[0, 0], [0, 0]]
 
 
-def test_clamp_and_clamp_in_place_pass_the_gradient_at_a_bound():
-    assert grad_of(lambda t: t.clamp(1.0, 2.0), [0.5, 1.0, 1.5, 2.0, 3.0]).tolist() == [0, 1, 1, 1, 0]
-    assert grad_of(lambda t: lz.clamp(t, min=1.0), [1.0, 0.0]).tolist() == [1, 0]
+def test_clamp_and_clamp_in_place_pass_the_gradient_strictly_inside_only():
+    # torch 2.15: a value at a bound takes the bound, so its gradient is 0 (older PyTorch gave 1).
+    assert grad_of(lambda t: t.clamp(1.0, 2.0), [0.5, 1.0, 1.5, 2.0, 3.0]).tolist() == [0, 0, 1, 0, 0]
+    assert grad_of(lambda t: lz.clamp(t, min=1.0), [1.0, 0.0, 2.0]).tolist() == [0, 0, 1]
 
     def in_place(t):
         y = t * 1.0
         y.clamp_(max=2.0)
         return y
-    assert grad_of(in_place, [2.0, 3.0]).tolist() == [1, 0]
+    assert grad_of(in_place, [2.0, 3.0, 1.0]).tolist() == [0, 0, 1]
 
 
 def test_max_and_min_over_a_dim_send_the_gradient_to_the_returned_index():
