@@ -2,6 +2,10 @@
 // used by training loops, and a minimal module type. All composite: their gradients come from the
 // primitives' rules.
 #pragma once
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "lazuli/ops.h"
@@ -17,6 +21,75 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // ignore_index (PyTorch's default -100) add nothing and the mean is over the others.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+// ---- convolution (PyTorch's names and arguments; inputs [N, C, *spatial] or unbatched
+// [C, *spatial]; a single value of stride/padding/dilation applies to every spatial dim) ----
+// A convolution's padding: sizes (one value for every spatial dim, or one per dim), or a mode,
+// "valid" (none) or "same" (output size = input size; stride 1 only), as PyTorch's argument.
+struct ConvPadding {
+  ConvPadding(std::initializer_list<int64_t> s) : sizes(s) {}
+  ConvPadding(IntList s) : sizes(std::move(s)) {}
+  ConvPadding(const char* m) : mode(m) {}
+  ConvPadding(std::string m) : mode(std::move(m)) {}
+  IntList sizes;
+  std::string mode;  // empty: sizes apply
+};
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const IntList& stride = {1}, const ConvPadding& padding = {0},
+              const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const IntList& stride = {1}, const ConvPadding& padding = {0},
+              const IntList& dilation = {1}, int64_t groups = 1);
+// weight [C_in, C_out / groups, *kernel].
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, int64_t groups = 1,
+                        const IntList& dilation = {1});
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& output_padding = {0}, int64_t groups = 1,
+                        const IntList& dilation = {1});
+
+// ---- pooling (an empty stride means the kernel size) ----
+// (values, indices): indices are flat offsets within each input plane, as PyTorch's.
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const IntList& kernel_size,
+                                                  const IntList& stride = {},
+                                                  const IntList& padding = {0},
+                                                  const IntList& dilation = {1},
+                                                  bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntList& kernel_size,
+                                                  const IntList& stride = {},
+                                                  const IntList& padding = {0},
+                                                  const IntList& dilation = {1},
+                                                  bool ceil_mode = false);
+Tensor max_pool1d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
+Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, const IntList& dilation = {1},
+                  bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
+                  const IntList& padding = {0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool1d(const Tensor& x, const IntList& output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, const IntList& output_size);
+
+// ---- normalization ----
+// Training: normalizes with the batch's statistics over every dim but 1 and, when given, updates
+// running_mean / running_var in place (momentum; the variance unbiased), as PyTorch. Otherwise
+// normalizes with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// eps defaults to the machine epsilon of x's dtype, as PyTorch.
+Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
 
 // Linear layer with PyTorch's default initialization, U(-1/sqrt(in), 1/sqrt(in)), drawn from the
 // device RNG; weight and bias require grad.

@@ -75,6 +75,7 @@ void bind_runtime(py::module_& m);
 void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_debug(py::module_& m);
 void bind_bridge(py::module_& m);
+void bind_nn(py::module_& m);  // nn_bindings.cpp
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 

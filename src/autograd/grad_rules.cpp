@@ -266,6 +266,46 @@ Grads sort_rule(const ir::NodePtr& n, const Grads& g) {
              ir::DimAttrs{n->attr<ir::SortAttrs>().dim})};
 }
 
+// ---- convolution and pooling (all linear in each operand) ----
+ir::ConvAttrs conv_with_shape(const Node& n, const Shape& shape) {
+  ir::ConvAttrs a = n.attr<ir::ConvAttrs>();
+  a.shape = shape;
+  return a;
+}
+Grads conv_rule(const Node& n, const Value&, const Value& g) {  // y = conv(x, w)
+  const Value &x = x0(n), &w = x1(n);
+  return {nd(OpKind::ConvBackwardInput, {g, w}, conv_with_shape(n, x.shape())),
+          nd(OpKind::ConvBackwardWeight, {x, g}, conv_with_shape(n, w.shape()))};
+}
+Grads conv_backward_input_rule(const Node& n, const Value&, const Value& g) {  // dx = f(dy, w)
+  const Value &dy = x0(n), &w = x1(n);
+  return {nd(OpKind::Conv, {g, w}, conv_with_shape(n, {})),
+          nd(OpKind::ConvBackwardWeight, {g, dy}, conv_with_shape(n, w.shape()))};
+}
+// Each pooled value came from one input element (its index, flat within its plane): the
+// gradient is added back there, plane by plane.
+Grads max_pool_rule(const ir::NodePtr& n, const Grads& g) {
+  if (!g[0]) return {Value{}};
+  const Shape& in = x0(*n).shape();
+  const size_t sp = n->attr<ir::PoolAttrs>().kernel.size();
+  int64_t planes = 1, in_plane = 1, out_plane = 1;
+  for (size_t i = 0; i < in.size(); ++i) (i + sp < in.size() ? planes : in_plane) *= in[i];
+  for (size_t i = n->shape.size() - sp; i < n->shape.size(); ++i) out_plane *= n->shape[i];
+  Value idx = reshape(Value{n, 1}, {planes, out_plane});
+  Value dx = nd(OpKind::ScatterAdd,
+                {zeros_v({planes, in_plane}, g[0].dtype()), idx, reshape(g[0], {planes, out_plane})},
+                ir::DimAttrs{1});
+  return {reshape(dx, in)};
+}
+ir::PoolAttrs pool_with_shape(const Node& n, const Shape& shape) {
+  ir::PoolAttrs a = n.attr<ir::PoolAttrs>();
+  a.shape = shape;
+  return a;
+}
+Grads avg_pool_rule(const Node& n, const Value&, const Value& g) {
+  return {nd(OpKind::AvgPoolBackward, {g}, pool_with_shape(n, x0(n).shape()))};
+}
+
 constexpr GradRule rule(VjpFn f) { return {GradKind::Rule, f}; }
 constexpr GradRule multi_rule(MultiVjpFn f) { return {GradKind::Rule, nullptr, f}; }
 constexpr GradRule kLeaf{GradKind::Leaf};
@@ -342,6 +382,13 @@ GradRule grad_rule(OpKind op) {
     case OpKind::ScatterAdd: return rule(scatter_add_rule);
     case OpKind::IndexCopy: return rule(index_copy_rule);
     case OpKind::Sort: return multi_rule(sort_rule);
+    case OpKind::Conv: return rule(conv_rule);
+    case OpKind::ConvBackwardInput: return rule(conv_backward_input_rule);
+    // Recorded only by backward(), which records without grad (there is no create_graph yet).
+    case OpKind::ConvBackwardWeight: return kNone;
+    case OpKind::MaxPool: return multi_rule(max_pool_rule);
+    case OpKind::AvgPool: return rule(avg_pool_rule);
+    case OpKind::AvgPoolBackward: return kNone;  // as ConvBackwardWeight
     case OpKind::kNumOps: break;
   }
   return kNone;

@@ -13,16 +13,14 @@ struct HashFields {
   void operator()(const char *, DType v) { h.add(static_cast<uint8_t>(v)); }
   void operator()(const char *, const std::vector<int64_t> &v) {
     h.add<uint64_t>(v.size());
-    if (!v.empty())
-      h.add_bytes(v.data(), v.size() * sizeof(int64_t));
+    if (!v.empty()) h.add_bytes(v.data(), v.size() * sizeof(int64_t));
   }
 };
 
 struct PrintFields {
   std::ostringstream &o;
   void sep(const char *name) {
-    if (o.tellp() > 0)
-      o << ' ';
+    if (o.tellp() > 0) o << ' ';
     o << name << '=';
   }
   void operator()(const char *n, int64_t v) {
@@ -47,14 +45,13 @@ struct PrintFields {
   }
 };
 
-constexpr const char *kNames[] = {
-    "NoAttrs",     "DTypeAttrs",  "ConstantAttrs", "IotaAttrs",
-    "RandomAttrs", "ShapeAttrs",  "PermuteAttrs",  "SliceAttrs",
-    "DimAttrs",    "ReduceAttrs", "SortAttrs"};
-static_assert(std::size(kNames) == std::variant_size_v<Attrs>,
-              "name every attribute struct");
+constexpr const char *kNames[] = {"NoAttrs",     "DTypeAttrs",  "ConstantAttrs", "IotaAttrs",
+                                  "RandomAttrs", "ShapeAttrs",  "PermuteAttrs",  "SliceAttrs",
+                                  "DimAttrs",    "ReduceAttrs", "SortAttrs",     "ConvAttrs",
+                                  "PoolAttrs"};
+static_assert(std::size(kNames) == std::variant_size_v<Attrs>, "name every attribute struct");
 
-} // namespace
+}  // namespace
 
 void hash_attrs(Hasher &h, const Attrs &a) {
   h.add(static_cast<uint8_t>(a.index()));
@@ -69,8 +66,6 @@ std::string attrs_str(const Attrs &a) {
   return o.str();
 }
 
-const char *attrs_name(size_t index) {
-  return index < std::size(kNames) ? kNames[index] : "?";
-}
+const char *attrs_name(size_t index) { return index < std::size(kNames) ? kNames[index] : "?"; }
 
-} // namespace lz::ir
+}  // namespace lz::ir

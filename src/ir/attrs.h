@@ -21,14 +21,18 @@
 namespace lz::ir {
 
 struct NoAttrs {
-  template <class V> void visit(V &) const {}
+  template <class V>
+  void visit(V &) const {}
   bool operator==(const NoAttrs &) const = default;
 };
 
 // Cast: the target dtype.
 struct DTypeAttrs {
   DType dtype = DType::Float32;
-  template <class V> void visit(V &v) const { v("dtype", dtype); }
+  template <class V>
+  void visit(V &v) const {
+    v("dtype", dtype);
+  }
   bool operator==(const DTypeAttrs &) const = default;
 };
 
@@ -36,7 +40,8 @@ struct DTypeAttrs {
 struct ConstantAttrs {
   double value = 0;
   DType dtype = DType::Float32;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("value", value);
     v("dtype", dtype);
   }
@@ -47,7 +52,8 @@ struct ConstantAttrs {
 struct IotaAttrs {
   int64_t n = 0;
   DType dtype = DType::Int64;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("n", n);
     v("dtype", dtype);
   }
@@ -58,7 +64,8 @@ struct IotaAttrs {
 struct RandomAttrs {
   Shape shape;
   DType dtype = DType::Float32;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("shape", shape);
     v("dtype", dtype);
   }
@@ -68,21 +75,28 @@ struct RandomAttrs {
 // Reshape and Expand: the output's sizes (no -1).
 struct ShapeAttrs {
   Shape sizes;
-  template <class V> void visit(V &v) const { v("sizes", sizes); }
+  template <class V>
+  void visit(V &v) const {
+    v("sizes", sizes);
+  }
   bool operator==(const ShapeAttrs &) const = default;
 };
 
 // Permute: output dim i is input dim perm[i].
 struct PermuteAttrs {
   std::vector<int64_t> perm;
-  template <class V> void visit(V &v) const { v("perm", perm); }
+  template <class V>
+  void visit(V &v) const {
+    v("perm", perm);
+  }
   bool operator==(const PermuteAttrs &) const = default;
 };
 
 // Slice and SliceScatter: normalized (0 <= start <= end <= size, step > 0).
 struct SliceAttrs {
   int64_t dim = 0, start = 0, end = 0, step = 1;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("dim", dim);
     v("start", start);
     v("end", end);
@@ -94,7 +108,10 @@ struct SliceAttrs {
 // Cat and the index ops: the dim they work along (non-negative).
 struct DimAttrs {
   int64_t dim = 0;
-  template <class V> void visit(V &v) const { v("dim", dim); }
+  template <class V>
+  void visit(V &v) const {
+    v("dim", dim);
+  }
   bool operator==(const DimAttrs &) const = default;
 };
 
@@ -103,7 +120,8 @@ struct DimAttrs {
 struct ReduceAttrs {
   std::vector<int64_t> dims;
   bool keepdim = false;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("dims", dims);
     v("keepdim", keepdim);
   }
@@ -117,7 +135,8 @@ struct SortAttrs {
   int64_t dim = 0;
   bool descending = false;
   bool stable = false;
-  template <class V> void visit(V &v) const {
+  template <class V>
+  void visit(V &v) const {
     v("dim", dim);
     v("descending", descending);
     v("stable", stable);
@@ -125,14 +144,57 @@ struct SortAttrs {
   bool operator==(const SortAttrs &) const = default;
 };
 
+// Conv, ConvBackwardInput, ConvBackwardWeight over N-d spatial dims (1-D and 2-D today): one
+// entry per spatial dim in stride/padding/dilation. `shape` is the output's full shape for the
+// backward ops (the input's, the weight's: a strided conv's output size does not determine its
+// input size) and empty for the forward conv.
+struct ConvAttrs {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  Shape shape;
+  template <class V>
+  void visit(V &v) const {
+    v("stride", stride);
+    v("padding", padding);
+    v("dilation", dilation);
+    v("groups", groups);
+    v("shape", shape);
+  }
+  bool operator==(const ConvAttrs &) const = default;
+};
+
+// MaxPool, AvgPool, AvgPoolBackward over the trailing spatial dims: one entry per spatial dim in
+// kernel/stride/padding/dilation. `shape` is the input's full shape for AvgPoolBackward, empty
+// otherwise. divisor 0: the window's size (with or without padding, per count_include_pad).
+struct PoolAttrs {
+  std::vector<int64_t> kernel, stride, padding, dilation;
+  bool ceil_mode = false;
+  bool count_include_pad = true;
+  int64_t divisor = 0;
+  Shape shape;
+  template <class V>
+  void visit(V &v) const {
+    v("kernel", kernel);
+    v("stride", stride);
+    v("padding", padding);
+    v("dilation", dilation);
+    v("ceil_mode", ceil_mode);
+    v("count_include_pad", count_include_pad);
+    v("divisor", divisor);
+    v("shape", shape);
+  }
+  bool operator==(const PoolAttrs &) const = default;
+};
+
 // The attribute struct of a node. The order of the alternatives is part of
 // every node hash (the index is hashed): append new structs at the end.
-using Attrs = std::variant<NoAttrs, DTypeAttrs, ConstantAttrs, IotaAttrs,
-                           RandomAttrs, ShapeAttrs, PermuteAttrs, SliceAttrs,
-                           DimAttrs, ReduceAttrs, SortAttrs>;
+using Attrs =
+    std::variant<NoAttrs, DTypeAttrs, ConstantAttrs, IotaAttrs, RandomAttrs, ShapeAttrs,
+                 PermuteAttrs, SliceAttrs, DimAttrs, ReduceAttrs, SortAttrs, ConvAttrs, PoolAttrs>;
 
 // The variant index of attribute struct A (for the op table's column).
-template <class A, size_t I = 0> constexpr size_t attrs_index() {
+template <class A, size_t I = 0>
+constexpr size_t attrs_index() {
   if constexpr (std::is_same_v<A, std::variant_alternative_t<I, Attrs>>) {
     return I;
   } else {
@@ -147,4 +209,4 @@ std::string attrs_str(const Attrs &a);
 // The struct's name ("SliceAttrs"), for internal errors.
 const char *attrs_name(size_t index);
 
-} // namespace lz::ir
+}  // namespace lz::ir

@@ -245,6 +245,133 @@ NodeType infer_sort(OpKind op, const std::vector<Value>& v, const SortAttrs& a) 
   return {{v[0].dtype(), in}, {{DType::Int64, in}}};
 }
 
+// ---- convolution and pooling ----
+
+std::string ints_str(const std::vector<int64_t>& v) { return shape_str(v); }
+
+// Output size of a window of `k` (dilated by `d`) sliding by `s` over `in` padded by `p` on each
+// side; ceil_mode rounds up but never starts a window in the right padding (PyTorch's rule).
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? span + s - 1 : span) / s + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+void check_window_attrs(OpKind op, const std::vector<Value>& v, size_t sp,
+                        const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                        const std::vector<int64_t>& dilation) {
+  if (sp < 1 || sp > 3) fail_value(op, v, "needs 1 to 3 spatial dims");
+  if (stride.size() != sp || padding.size() != sp || dilation.size() != sp) {
+    fail_value(op, v, "stride, padding and dilation need one value per spatial dim");
+  }
+  for (size_t i = 0; i < sp; ++i) {
+    if (stride[i] <= 0) fail_value(op, v, "stride must be positive, got " + ints_str(stride));
+    if (dilation[i] <= 0) fail_value(op, v, "dilation must be positive, got " + ints_str(dilation));
+    if (padding[i] < 0) fail_value(op, v, "padding must be non-negative, got " + ints_str(padding));
+  }
+}
+
+// The forward conv's output shape for input `x` and weight `w` (both validated).
+Shape conv_out_shape(OpKind op, const std::vector<Value>& v, const ConvAttrs& a, const Shape& x,
+                     const Shape& w) {
+  const size_t sp = a.stride.size();
+  check_window_attrs(op, v, sp, a.stride, a.padding, a.dilation);
+  if (x.size() != sp + 2 || w.size() != sp + 2) {
+    fail_value(op, v, "input and weight need rank " + std::to_string(sp + 2) + " ([N, C, " +
+                          (sp == 1 ? "L" : sp == 2 ? "H, W" : "D, H, W") + "] and [O, C / groups, " +
+                          (sp == 1 ? "k" : "kh, kw") + "])");
+  }
+  if (a.groups < 1) fail_value(op, v, "groups must be positive");
+  if (x[1] % a.groups != 0 || w[0] % a.groups != 0) {
+    fail_value(op, v, "input channels " + std::to_string(x[1]) + " and output channels " +
+                          std::to_string(w[0]) + " must be divisible by groups=" +
+                          std::to_string(a.groups));
+  }
+  if (w[1] * a.groups != x[1]) {
+    fail_value(op, v, "expected input with " + std::to_string(w[1] * a.groups) +
+                          " channels (weight " + shape_str(w) + ", groups=" +
+                          std::to_string(a.groups) + "), got " + std::to_string(x[1]));
+  }
+  Shape out{x[0], w[0]};
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t o = window_out(x[2 + i], w[2 + i], a.stride[i], a.padding[i], a.dilation[i], false);
+    if (o < 1) {
+      fail_value(op, v, "the kernel " + shape_str(Shape(w.begin() + 2, w.end())) + " (dilation " +
+                            ints_str(a.dilation) + ") is larger than the padded input " +
+                            shape_str(Shape(x.begin() + 2, x.end())));
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+OutputType infer_conv(OpKind op, const std::vector<Value>& v, const ConvAttrs& a) {
+  require_same_dtype(op, v, 0);
+  DType dt = v[0].dtype();
+  switch (op) {
+    case OpKind::Conv:
+      return {dt, conv_out_shape(op, v, a, v[0].shape(), v[1].shape())};
+    case OpKind::ConvBackwardInput:  // (dy, w) -> x
+      if (conv_out_shape(op, v, a, a.shape, v[1].shape()) != v[0].shape()) {
+        fail_value(op, v, "the gradient's shape does not match an input of " + shape_str(a.shape));
+      }
+      return {dt, a.shape};
+    case OpKind::ConvBackwardWeight:  // (x, dy) -> w
+      if (conv_out_shape(op, v, a, v[0].shape(), a.shape) != v[1].shape()) {
+        fail_value(op, v, "the gradient's shape does not match a weight of " + shape_str(a.shape));
+      }
+      return {dt, a.shape};
+    default: break;
+  }
+  fail_value(op, v, "not a convolution op");
+}
+
+// The pooled shape of `x`: its leading dims kept, each spatial dim windowed.
+Shape pool_out_shape(OpKind op, const std::vector<Value>& v, const PoolAttrs& a, const Shape& x) {
+  const size_t sp = a.kernel.size();
+  check_window_attrs(op, v, sp, a.stride, a.padding, a.dilation);
+  if (x.size() < sp + 1 || x.size() > sp + 2) {
+    fail_value(op, v, "expects an input of rank " + std::to_string(sp + 1) + " or " +
+                          std::to_string(sp + 2) + ", got " + shape_str(x));
+  }
+  Shape out(x.begin(), x.end() - static_cast<int64_t>(sp));
+  for (size_t i = 0; i < sp; ++i) {
+    if (a.kernel[i] <= 0) fail_value(op, v, "kernel size must be positive, got " + ints_str(a.kernel));
+    if (a.padding[i] * 2 > a.kernel[i]) {
+      fail_value(op, v, "pad should be at most half of the kernel size, got padding " +
+                            ints_str(a.padding) + " and kernel " + ints_str(a.kernel));
+    }
+    int64_t in = x[x.size() - sp + i];
+    int64_t o = window_out(in, a.kernel[i], a.stride[i], a.padding[i], a.dilation[i], a.ceil_mode);
+    if (o < 1) {
+      fail_value(op, v, "the output would be empty: input " + shape_str(x) + ", kernel " +
+                            ints_str(a.kernel));
+    }
+    out.push_back(o);
+  }
+  return out;
+}
+
+NodeType infer_pool(OpKind op, const std::vector<Value>& v, const PoolAttrs& a) {
+  DType dt = v[0].dtype();
+  switch (op) {
+    case OpKind::MaxPool: {
+      Shape out = pool_out_shape(op, v, a, v[0].shape());
+      return {{dt, out}, {{DType::Int64, out}}};
+    }
+    case OpKind::AvgPool: return {{dt, pool_out_shape(op, v, a, v[0].shape())}, {}};
+    case OpKind::AvgPoolBackward:
+      if (pool_out_shape(op, v, a, a.shape) != v[0].shape()) {
+        fail_value(op, v, "the gradient's shape does not match an input of " + shape_str(a.shape));
+      }
+      return {{dt, a.shape}, {}};
+    default: break;
+  }
+  fail_value(op, v, "not a pooling op");
+}
+
 OutputType infer_by_class(OpKind op, const std::vector<Value>& v, const Attrs& a) {
   switch (op_info(op).cls) {
     case OpClass::Leaf: break;
@@ -269,7 +396,9 @@ OutputType infer_by_class(OpKind op, const std::vector<Value>& v, const Attrs& a
     case OpClass::Library: return infer_matmul(v);
     case OpClass::Movement: return infer_movement(op, v, a);
     case OpClass::Index: return infer_index(op, v, std::get<DimAttrs>(a));
-    case OpClass::Sort: break;  // multi-output: infer_output
+    case OpClass::Conv: return infer_conv(op, v, std::get<ConvAttrs>(a));
+    case OpClass::Sort:
+    case OpClass::Pool: break;  // may have several outputs: infer_output
   }
   fail_value(op, v, "has no shape rule");
 }
@@ -280,6 +409,7 @@ NodeType infer_output(OpKind op, const std::vector<Value>& v, const Attrs& a) {
   require_arity(op, v);
   check_operand_dtypes(op, v);
   if (op_info(op).cls == OpClass::Sort) return infer_sort(op, v, std::get<SortAttrs>(a));
+  if (op_info(op).cls == OpClass::Pool) return infer_pool(op, v, std::get<PoolAttrs>(a));
   NodeType type{infer_by_class(op, v, a), {}};
   OutputType& out = type.out;
   switch (op_info(op).result) {

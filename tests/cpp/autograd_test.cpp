@@ -170,6 +170,36 @@ const std::vector<GradCase>& grad_cases() {
          return v * i.to(kFloat64);
        }},
       {"topk", {{{3, 5}}}, [](auto& x) { return topk(x[0], 2, 1).first; }},
+      // convolution and pooling (each gradient op is differentiable too: double backward)
+      {"conv2d", {{{2, 4, 5, 6}}, {{6, 2, 3, 2}}},
+       [](auto& x) { return nn::conv2d(x[0], x[1], Tensor(), {2, 1}, {1, 0}, {1, 2}, 2); }},
+      {"conv1d", {{{2, 3, 7}}, {{4, 3, 3}}},
+       [](auto& x) { return nn::conv1d(x[0], x[1], Tensor(), {1}, {2}, {2}); }},
+      {"conv_transpose2d", {{{2, 4, 3, 3}}, {{4, 3, 2, 3}}},
+       [](auto& x) {
+         return nn::conv_transpose2d(x[0], x[1], Tensor(), {2, 1}, {1, 0}, {1, 0}, 1, {1, 1});
+       }},
+      {"conv2d_squared", {{{2, 2, 5, 5}}, {{3, 2, 2, 2}}},
+       [](auto& x) {
+         Tensor y = nn::conv2d(x[0], x[1], Tensor(), {2}, {1});
+         return sum(y * y);
+       }},
+      {"max_pool2d", {{{2, 3, 5, 6}}},
+       [](auto& x) { return nn::max_pool2d(x[0], {3, 2}, {2}, {1, 0}, {1}, true); }},
+      {"max_pool1d_dilated", {{{2, 7}}}, [](auto& x) { return nn::max_pool1d(x[0], {2}, {1}, {0}, {2}); }},
+      {"avg_pool2d", {{{2, 3, 5, 6}}},
+       [](auto& x) { return nn::avg_pool2d(x[0], {3, 2}, {2}, {1, 0}, true, false); }},
+      {"avg_pool2d_divisor", {{{1, 2, 4, 4}}},
+       [](auto& x) { return nn::avg_pool2d(x[0], {2}, {}, {1}, false, true, 3); }},
+      {"adaptive_avg_pool2d", {{{2, 3, 5, 7}}},
+       [](auto& x) { return nn::adaptive_avg_pool2d(x[0], {3, 2}); }},
+      {"batch_norm_train", {{{4, 3, 2, 2}}, {{3}}, {{3}}},
+       [](auto& x) {
+         return nn::batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true, 0.1, 1e-5);
+       }},
+      {"group_norm", {{{2, 4, 3}}, {{4}}, {{4}}},
+       [](auto& x) { return nn::group_norm(x[0], 2, x[1], x[2]); }},
+      {"rms_norm", {{{2, 3, 4}}, {{4}}}, [](auto& x) { return nn::rms_norm(x[0], {4}, x[1]); }},
       // composites: gradients from their primitives
       {"mean", {{{2, 3}}}, [](auto& x) { return mean(x[0], {1}); }},
       {"var", {{{2, 4}}}, [](auto& x) { return var(x[0], {1}); }},

@@ -22,7 +22,7 @@ using lz_test::make;
 
 class MultiOutput : public lz::testing::RuntimeTest,
                     public ::testing::WithParamInterface<const char *> {
-protected:
+ protected:
   void SetUp() override {
     RuntimeTest::SetUp();
     lz::set_active_backend(GetParam());
@@ -35,17 +35,14 @@ protected:
 
 // The stable ascending order of each row of a [rows, n] array, NaN last
 // (numpy's argsort with kind="stable" orders NaN the same way).
-std::vector<double> stable_order(const std::vector<double> &x, int64_t rows,
-                                 int64_t n, bool descending,
-                                 std::vector<double> *values) {
+std::vector<double> stable_order(const std::vector<double> &x, int64_t rows, int64_t n,
+                                 bool descending, std::vector<double> *values) {
   std::vector<double> idx;
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<int64_t> o(static_cast<size_t>(n));
     std::iota(o.begin(), o.end(), 0);
     auto at = [&](int64_t j) { return x[static_cast<size_t>(r * n + j)]; };
-    auto less = [](double p, double q) {
-      return std::isnan(q) ? !std::isnan(p) : p < q;
-    };
+    auto less = [](double p, double q) { return std::isnan(q) ? !std::isnan(p) : p < q; };
     std::stable_sort(o.begin(), o.end(), [&](int64_t p, int64_t q) {
       return descending ? less(at(q), at(p)) : less(at(p), at(q));
     });
@@ -59,10 +56,9 @@ std::vector<double> stable_order(const std::vector<double> &x, int64_t rows,
 
 TEST_P(MultiOutput, SortGivesValuesAndIndicesOfEveryRow) {
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> small(-3, 3); // many ties: stability shows
+  std::uniform_int_distribution<int> small(-3, 3);  // many ties: stability shows
   std::vector<double> x(4 * 9);
-  for (double &v : x)
-    v = small(rng);
+  for (double &v : x) v = small(rng);
   x[5] = NAN;
   for (bool descending : {false, true}) {
     std::vector<double> values;
@@ -79,8 +75,7 @@ TEST_P(MultiOutput, SortAlongAnInnerDimOfEachDtype) {
   for (lz::DType dt : {lz::kInt32, lz::kInt64, lz::kFloat64}) {
     auto [v, i] = lz::sort(make(x, {2, 3, 2}, dt), 1);
     expect_values(v, dt, {2, 3, 2}, {1, 0, 3, 7, 5, 7, 2, 0, 2, 1, 9, 2});
-    expect_values(i, lz::kInt64, {2, 3, 2},
-                  {1, 0, 2, 1, 0, 2, 0, 2, 2, 1, 1, 0});
+    expect_values(i, lz::kInt64, {2, 3, 2}, {1, 0, 2, 1, 0, 2, 0, 2, 2, 1, 1, 0});
   }
   auto [bv, bi] = lz::sort(make({1, 0, 1, 0}, {4}, lz::kBool));
   expect_values(bv, lz::kBool, {4}, {0, 0, 1, 1});
@@ -112,8 +107,7 @@ TEST_P(MultiOutput, OutputsHashApartAndDumpByIndex) {
   EXPECT_NE(vv.hash(), iv.hash());
   EXPECT_FALSE(iv.requires_grad());
   // A consumer of the indices and one of the values: different graphs.
-  EXPECT_NE(lz::debug::graph_hash({lz::cast(v, lz::kInt64) + 1}),
-            lz::debug::graph_hash({i + 1}));
+  EXPECT_NE(lz::debug::graph_hash({lz::cast(v, lz::kInt64) + 1}), lz::debug::graph_hash({i + 1}));
   const std::string dump = lz::debug::dump_graph({i + 1});
   EXPECT_NE(dump.find("(float32[2], int64[2])"), std::string::npos) << dump;
   EXPECT_NE(dump.find(".1"), std::string::npos) << dump;
@@ -139,9 +133,9 @@ TEST_P(MultiOutput, TopkIsTheHeadOfTheSort) {
   auto [sv, si] = lz::topk(x, 1, 0, /*largest=*/false);
   expect_values(sv, lz::kFloat32, {1, 3}, {4, 3, 1});
   expect_values(si, lz::kInt64, {1, 3}, {0, 1, 0});
-  lz_test::expect_mentions(lz_test::expect_throw_and_recover<lz::IndexError>(
-                               [&] { lz::topk(x, 4, 1); }),
-                           {"topk", "k=4", "size 3"});
+  lz_test::expect_mentions(
+      lz_test::expect_throw_and_recover<lz::IndexError>([&] { lz::topk(x, 4, 1); }),
+      {"topk", "k=4", "size 3"});
 }
 
 TEST_P(MultiOutput, SortOfAScalarAndBadDimsAreClear) {
@@ -154,10 +148,7 @@ TEST_P(MultiOutput, SortOfAScalarAndBadDimsAreClear) {
                            {"sort"});
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MultiOutput,
-                         ::testing::Values("interp", "cpu"),
-                         [](const auto &info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, MultiOutput, ::testing::Values("interp", "cpu"),
+                         [](const auto &info) { return std::string(info.param); });
 
-} // namespace
+}  // namespace

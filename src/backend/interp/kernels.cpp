@@ -22,7 +22,10 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
     case ir::OpClass::Library: return run_matmul(inputs[0], inputs[1], out);
     case ir::OpClass::Movement: return run_movement(op, attrs, inputs, out);
     case ir::OpClass::Index: return run_index(op, attrs, inputs, out);
-    case ir::OpClass::Sort: break;  // multi-output: below
+    case ir::OpClass::Conv:
+      return run_conv(op, std::get<ir::ConvAttrs>(attrs), inputs[0], inputs[1], out);
+    case ir::OpClass::Sort:
+    case ir::OpClass::Pool: return run_kernel(op, attrs, inputs, std::vector<MutArray>{out});
   }
   throw Error("interp: no reference kernel for " + std::string(ir::op_name(op)));
 }
@@ -31,6 +34,9 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
                 const std::vector<MutArray>& outputs) {
   if (ir::op_info(op).cls == ir::OpClass::Sort) {
     return run_sort(std::get<ir::SortAttrs>(attrs), inputs[0], outputs[0], outputs[1]);
+  }
+  if (ir::op_info(op).cls == ir::OpClass::Pool) {
+    return run_pool(op, std::get<ir::PoolAttrs>(attrs), inputs[0], outputs);
   }
   run_kernel(op, attrs, inputs, outputs[0]);
 }

@@ -32,6 +32,11 @@ void run_movement(ir::OpKind op, const ir::Attrs& attrs, const std::vector<Const
                   MutArray out);
 void run_index(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
                MutArray out);
+// kernels_conv.cpp
+void run_conv(ir::OpKind op, const ir::ConvAttrs& a, const ConstArray& p, const ConstArray& q,
+              MutArray out);
+void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
+              const std::vector<MutArray>& outs);
 // kernels_sort.cpp
 void run_sort(const ir::SortAttrs& a, const ConstArray& x, MutArray values, MutArray indices);
 

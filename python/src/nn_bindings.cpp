@@ -1,0 +1,125 @@
+// lazuli._C: convolution, pooling and normalization (lz::nn, include/lazuli/nn.h), under the names
+// lz.nn.functional re-exports. Ints or tuples of ints convert as PyTorch's _pair does; None for
+// an optional tensor is an undefined Tensor.
+#include "bindings.h"
+
+namespace lzpy {
+namespace {
+
+// An int (every spatial dim) or a tuple/list of ints.
+lz::IntList ints(const py::object& v, const char* arg) { return shape_arg(v, arg); }
+
+lz::Tensor opt_tensor(const py::object& v, const char* arg) {
+  return v.is_none() ? lz::Tensor() : tensor_arg(v, arg);
+}
+
+lz::nn::ConvPadding padding_arg(const py::object& v) {
+  if (py::isinstance<py::str>(v)) return lz::nn::ConvPadding(v.cast<std::string>());
+  return lz::nn::ConvPadding(ints(v, "padding"));
+}
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  for (int sp : {1, 2}) {
+    auto conv = [sp](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias,
+                     const py::object& stride, const py::object& padding,
+                     const py::object& dilation, int64_t groups) {
+      auto f = sp == 1 ? &lz::nn::conv1d : &lz::nn::conv2d;
+      return f(x, w, opt_tensor(bias, "bias"), ints(stride, "stride"), padding_arg(padding),
+               ints(dilation, "dilation"), groups);
+    };
+    m.def(sp == 1 ? "conv1d" : "conv2d", conv, py::arg("input"), py::arg("weight"),
+          py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+          py::arg("dilation") = 1, py::arg("groups") = 1);
+    auto conv_t = [sp](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias,
+                       const py::object& stride, const py::object& padding,
+                       const py::object& output_padding, int64_t groups,
+                       const py::object& dilation) {
+      auto f = sp == 1 ? &lz::nn::conv_transpose1d : &lz::nn::conv_transpose2d;
+      return f(x, w, opt_tensor(bias, "bias"), ints(stride, "stride"), ints(padding, "padding"),
+               ints(output_padding, "output_padding"), groups, ints(dilation, "dilation"));
+    };
+    m.def(sp == 1 ? "conv_transpose1d" : "conv_transpose2d", conv_t, py::arg("input"),
+          py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1,
+          py::arg("padding") = 0, py::arg("output_padding") = 0, py::arg("groups") = 1,
+          py::arg("dilation") = 1);
+    auto max_pool = [sp](const lz::Tensor& x, const py::object& kernel, const py::object& stride,
+                         const py::object& padding, const py::object& dilation, bool ceil_mode,
+                         bool return_indices) -> py::object {
+      auto f = sp == 1 ? &lz::nn::max_pool1d_with_indices : &lz::nn::max_pool2d_with_indices;
+      lz::IntList st = stride.is_none() ? lz::IntList{} : ints(stride, "stride");
+      auto [v, i] = f(x, ints(kernel, "kernel_size"), st, ints(padding, "padding"),
+                      ints(dilation, "dilation"), ceil_mode);
+      if (return_indices) return py::make_tuple(v, i);
+      return py::cast(v);
+    };
+    m.def(sp == 1 ? "max_pool1d" : "max_pool2d", max_pool, py::arg("input"), py::arg("kernel_size"),
+          py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("dilation") = 1,
+          py::arg("ceil_mode") = false, py::arg("return_indices") = false);
+    m.def(
+        sp == 1 ? "adaptive_avg_pool1d" : "adaptive_avg_pool2d",
+        [sp](const lz::Tensor& x, const py::object& output_size) {
+          auto f = sp == 1 ? &lz::nn::adaptive_avg_pool1d : &lz::nn::adaptive_avg_pool2d;
+          return f(x, ints(output_size, "output_size"));
+        },
+        py::arg("input"), py::arg("output_size"));
+  }
+  m.def(
+      "avg_pool1d",
+      [](const lz::Tensor& x, const py::object& kernel, const py::object& stride,
+         const py::object& padding, bool ceil_mode, bool count_include_pad) {
+        lz::IntList st = stride.is_none() ? lz::IntList{} : ints(stride, "stride");
+        return lz::nn::avg_pool1d(x, ints(kernel, "kernel_size"), st, ints(padding, "padding"),
+                                  ceil_mode, count_include_pad);
+      },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
+      py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true);
+  m.def(
+      "avg_pool2d",
+      [](const lz::Tensor& x, const py::object& kernel, const py::object& stride,
+         const py::object& padding, bool ceil_mode, bool count_include_pad,
+         const py::object& divisor_override) {
+        lz::IntList st = stride.is_none() ? lz::IntList{} : ints(stride, "stride");
+        return lz::nn::avg_pool2d(x, ints(kernel, "kernel_size"), st, ints(padding, "padding"),
+                                  ceil_mode, count_include_pad,
+                                  opt_int_arg(divisor_override, "divisor_override"));
+      },
+      py::arg("input"), py::arg("kernel_size"), py::arg("stride") = py::none(),
+      py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true,
+      py::arg("divisor_override") = py::none());
+  m.def(
+      "batch_norm",
+      [](const lz::Tensor& x, const py::object& running_mean, const py::object& running_var,
+         const py::object& weight, const py::object& bias, bool training, double momentum,
+         double eps) {
+        return lz::nn::batch_norm(
+            x, opt_tensor(running_mean, "running_mean"), opt_tensor(running_var, "running_var"),
+            opt_tensor(weight, "weight"), opt_tensor(bias, "bias"), training, momentum, eps);
+      },
+      py::arg("input"), py::arg("running_mean"), py::arg("running_var"),
+      py::arg("weight") = py::none(), py::arg("bias") = py::none(), py::arg("training") = false,
+      py::arg("momentum") = 0.1, py::arg("eps") = 1e-5);
+  m.def(
+      "group_norm",
+      [](const lz::Tensor& x, int64_t num_groups, const py::object& weight, const py::object& bias,
+         double eps) {
+        return lz::nn::group_norm(x, num_groups, opt_tensor(weight, "weight"),
+                                  opt_tensor(bias, "bias"), eps);
+      },
+      py::arg("input"), py::arg("num_groups"), py::arg("weight") = py::none(),
+      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def(
+      "rms_norm",
+      [](const lz::Tensor& x, const py::object& normalized_shape, const py::object& weight,
+         const py::object& eps) {
+        std::optional<double> e;
+        if (!eps.is_none()) e = eps.cast<double>();
+        return lz::nn::rms_norm(x, ints(normalized_shape, "normalized_shape"),
+                                opt_tensor(weight, "weight"), e);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("eps") = py::none());
+}
+
+}  // namespace lzpy
