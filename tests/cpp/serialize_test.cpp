@@ -299,5 +299,43 @@ TEST_F(SerializeTest, TruncatedSaveIsRefused) {
   }
 }
 
+TEST_F(SerializeTest, CorruptedFilesLoadOrRaiseButNeverCrash) {
+  lz::save(
+      {{"w", lz::ones({3, 4})}, {"i", lz::tensor<int64_t>({1, 2})}, {"m", lz::ones({2}).bool_()}},
+      path("good.safetensors"), {{"k", "v"}});
+  const std::string good = read_file(path("good.safetensors"));
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // a fixed xorshift stream: the same files every run
+  auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const char pokes[] = {'0', '9', '[', ']', '{', '}', '"', ',', ':', '-', ' ', '\0', '\xff'};
+  int loaded = 0, refused = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::string bytes = good;
+    for (int k = 1 + static_cast<int>(next() % 3); k > 0; --k) {
+      size_t at = next() % bytes.size();
+      bytes[at] = next() % 2 ? pokes[next() % sizeof(pokes)] : static_cast<char>(next());
+    }
+    if (next() % 8 == 0) bytes.resize(next() % bytes.size());
+    {
+      std::ofstream f(path("bad.safetensors"), std::ios::binary | std::ios::trunc);
+      f << bytes;
+    }
+    try {
+      LoadedTensors out = lz::load(path("bad.safetensors"));
+      for (const auto& [name, t] : out.tensors) (void)t.sum().to(DType::Float64).item<double>();
+      ++loaded;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bad.safetensors"), std::string::npos) << e.what();
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(loaded + refused, 300);
+}
+
 }  // namespace
 }  // namespace lz::testing
