@@ -161,3 +161,36 @@ def test_a_schedule_changes_the_rate_every_step_without_recompiling(make):
         compiles.append(lz.debug.counter_value("UncachedCompile"))
     np.testing.assert_allclose(w.numpy(), ref, rtol=1e-5)
     assert compiles[2:] == [compiles[2]] * 6, compiles
+
+
+def test_one_cycle_stepped_outside_a_captured_step_replays_and_matches_plain_training():
+    from lazuli import nn
+
+    def run(captured):
+        lz.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        opt = lz.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = S.OneCycleLR(opt, max_lr=0.5, total_steps=12)
+        loss_fn = nn.MSELoss()
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = lz.capture(step) if captured else step
+        rng = np.random.default_rng(2)
+        for _ in range(12):
+            x = lz.from_numpy(rng.standard_normal((16, 4)).astype(np.float32))
+            y = lz.from_numpy(rng.standard_normal((16, 2)).astype(np.float32))
+            fn(x, y)
+            lz.sync()
+            sched.step()
+        return [p.numpy() for p in model.parameters()], fn
+
+    want, _ = run(False)
+    got, fn = run(True)
+    assert fn.capture_stats()["replays"] >= 8, fn.capture_stats()
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
