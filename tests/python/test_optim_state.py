@@ -200,3 +200,17 @@ def test_a_parameter_in_two_groups_is_refused():
     w = lz.ones(2).requires_grad_()
     with pytest.raises(ValueError, match="more than one parameter group"):
         lz.optim.SGD([{"params": [w]}, {"params": [w]}], lr=0.1)
+
+
+def test_a_missing_momentum_buffer_loads_as_no_state():
+    w = lz.tensor([1.0, 2.0]).requires_grad_()
+    opt = lz.optim.SGD([w], lr=0.1, momentum=0.9)
+    sd = {"state": {0: {"momentum_buffer": None}},
+          "param_groups": [dict(lr=0.2, momentum=0.9, dampening=0, weight_decay=0, nesterov=False,
+                                maximize=False, foreach=None, differentiable=False, fused=None,
+                                params=[0])]}
+    opt.load_state_dict(sd)
+    assert opt.state_dict()["state"] == {}
+    w.grad = lz.tensor([1.0, 1.0])
+    opt.step()  # first step after the load: buf = grad, as on a fresh optimizer
+    np.testing.assert_allclose(w.numpy(), [0.8, 1.8], rtol=1e-6)

@@ -181,6 +181,7 @@ class Optimizer:
                              f"groups ({len(saved_groups)}, this optimizer has "
                              f"{len(self.param_groups)})")
         by_index = {}
+        flags = self._foreign_flags()
         for gi, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             if not isinstance(saved, dict) or not isinstance(saved.get("params"), (list, tuple)):
                 raise TypeError(f"{name}: param_groups[{gi}] must be a dict with a 'params' list")
@@ -188,7 +189,6 @@ class Optimizer:
                 raise ValueError(f"{name}: loaded param_groups[{gi}] has {len(saved['params'])} "
                                  f"parameters, this optimizer's group has {len(group['params'])}")
             for k, v in saved.items():
-                flags = self._foreign_flags()
                 if k in flags and flags[k] is not None and v not in flags[k]:
                     raise ValueError(f"{name}: param_groups[{gi}] has {k}={v!r}, which "
                                      f"{type(self).__name__} does not support")
@@ -228,10 +228,10 @@ class Optimizer:
             kind = self._state_spec.get(k)
             where = f"state[{key!r}][{k!r}]"
             if kind is None:
-                if v is None:
-                    continue  # PyTorch's placeholder for a buffer not made yet
                 raise ValueError(f"{name}: {where} is not state {type(self).__name__} keeps "
                                  f"(it keeps {sorted(self._state_spec)})")
+            if v is None:
+                continue  # a buffer not made yet (PyTorch's momentum_buffer before a step)
             if kind == "step":
                 if isinstance(v, _C.Tensor):
                     if v.numel() != 1:
