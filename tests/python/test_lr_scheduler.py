@@ -65,7 +65,8 @@ def test_one_cycle_lr_and_momentum_follow_the_policy(three_phase, strategy):
     sched = S.OneCycleLR(opt, max_lr=1.0, total_steps=20, pct_start=0.25,
                          three_phase=three_phase, anneal_strategy=strategy)
     for step in range(20):
-        lr, mom = one_cycle_closed_form(step, 20, 1.0, 0.25, 25.0, 1e4, three_phase, strategy == "cos")
+        lr, mom = one_cycle_closed_form(step, 20, 1.0, 0.25, 25.0, 1e4, three_phase,
+                                        strategy == "cos")
         assert opt.param_groups[0]["lr"] == pytest.approx(lr, rel=1e-12, abs=1e-15), step
         assert opt.param_groups[0]["momentum"] == pytest.approx(mom, rel=1e-12), step
         if step < 19:

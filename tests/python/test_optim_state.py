@@ -177,7 +177,8 @@ def test_bad_state_dicts_raise_naming_the_problem():
     groups = [dict(sd["param_groups"][0], params=[0]), sd["param_groups"][1]]
     with pytest.raises(ValueError, match=r"param_groups\[0\] has 1 parameters"):
         fresh.load_state_dict({"state": {}, "param_groups": groups})
-    bad = {"state": {0: dict(sd["state"][0], exp_avg=lz.zeros(3))}, "param_groups": sd["param_groups"]}
+    bad = {"state": {0: dict(sd["state"][0], exp_avg=lz.zeros(3))},
+           "param_groups": sd["param_groups"]}
     with pytest.raises(ValueError, match=r"state\[0\]\['exp_avg'\] has shape \(3,\)"):
         fresh.load_state_dict(bad)
     bad = {"state": {0: dict(sd["state"][0], max_exp_avg_sq=lz.zeros(10, 6))},

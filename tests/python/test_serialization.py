@@ -29,7 +29,8 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         b, e = info["data_offsets"]
-        arrays[name] = np.frombuffer(data[b:e], dtype=np_dtypes[info["dtype"]]).reshape(info["shape"])
+        arr = np.frombuffer(data[b:e], dtype=np_dtypes[info["dtype"]])
+        arrays[name] = arr.reshape(info["shape"])
     return header, arrays
 
 
@@ -104,7 +105,8 @@ def test_nested_structures_round_trip_with_their_python_values(tmp_path):
     assert isinstance(out["optimizer"]["param_groups"][0]["betas"], tuple)
     assert list(out["optimizer"]["state"]) == [0]  # int keys stay ints
     assert out["optimizer"]["state"][0]["step"].dtype == lz.float64
-    assert out["epoch"] == 7 and out["big"] == 2**70 and out["name"] == "run-1" and out[3] == "int key"
+    assert out["epoch"] == 7 and out["big"] == 2**70 and out["name"] == "run-1"
+    assert out[3] == "int key"
     assert out["floats"] == [math.inf, -math.inf, 1e-310] and math.isnan(out["nan"])
     np.testing.assert_array_equal(out["model"]["w"].numpy(), [[1.0, 2.0]])
     assert out["tied"] is out["model"]["w"]  # one tensor reached twice is stored once
@@ -131,7 +133,8 @@ def test_save_computes_pending_values_with_one_program(tmp_path):
     a = lz.tensor([1.0, 2.0, 3.0])
     lz.sync()
     before = executions()
-    lz.save({"x": a * 2, "y": (a + 1).sum(), "t": a.reshape(3, 1).T, "a": a}, tmp_path / "p.safetensors")
+    lz.save({"x": a * 2, "y": (a + 1).sum(), "t": a.reshape(3, 1).T, "a": a},
+            tmp_path / "p.safetensors")
     assert executions() == before + 1
     out = lz.load(tmp_path / "p.safetensors")
     np.testing.assert_array_equal(out["x"].numpy(), [2, 4, 6])
@@ -249,7 +252,8 @@ def test_pickle_stores_the_value_of_pending_tensors_and_views():
     a = lz.arange(6).reshape(2, 3)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a * 2)).numpy(),
                                   np.arange(6).reshape(2, 3) * 2)
-    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a.T)).numpy(), np.arange(6).reshape(2, 3).T)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a.T)).numpy(),
+                                  np.arange(6).reshape(2, 3).T)
 
 
 def test_deepcopy_is_an_independent_lazy_copy_with_grad():

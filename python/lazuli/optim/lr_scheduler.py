@@ -135,7 +135,8 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return [g["lr"] for g in groups]
         if self._step_count == 1 and t > 0:
-            return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2 for base in self.base_lrs]
+            return [lo + (base - lo) * (1 + math.cos(t * math.pi / T)) / 2
+                    for base in self.base_lrs]
         if (t - 1 - T) % (2 * T) == 0:
             return [g["lr"] + (base - lo) * (1 - math.cos(math.pi / T)) / 2
                     for base, g in zip(self.base_lrs, groups)]
@@ -165,7 +166,8 @@ class OneCycleLR(LRScheduler):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         if total_steps is not None:
-            if not isinstance(total_steps, int) or isinstance(total_steps, bool) or total_steps <= 0:
+            if (not isinstance(total_steps, int) or isinstance(total_steps, bool)
+                    or total_steps <= 0):
                 raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
             self.total_steps = total_steps
         elif epochs is not None and steps_per_epoch is not None:

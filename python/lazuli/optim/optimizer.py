@@ -214,7 +214,8 @@ class Optimizer:
                 own = self.state.get(p_id, {})
                 for k, v in entry.items():
                     cur = own.get(k)
-                    if cur is not None and cur.dtype == v.dtype and tuple(cur.shape) == tuple(v.shape):
+                    same = cur is not None and cur.dtype == v.dtype and cur.shape == v.shape
+                    if same:
                         cur.copy_(v)
                         entry[k] = cur
                     else:

@@ -1,5 +1,5 @@
-"""Persistence and training-loop pieces against PyTorch itself: safetensors files written by one side
-and read by the other, optimizer state dicts exchanged both ways, LR schedules equal to
+"""Persistence and training-loop pieces against PyTorch itself: safetensors files written by one
+side and read by the other, optimizer state dicts exchanged both ways, LR schedules equal to
 torch.optim.lr_scheduler's to the last bit, and clip_grad_norm_ against torch's.
 
 Values cross between the two through lazuli.torch.to_lazuli and element reads (item), not
@@ -90,7 +90,8 @@ def test_a_torch_model_state_dict_loads_into_the_same_lazuli_model(tmp_path):
 
 def _numpy_interop_works():
     try:
-        return lz.from_numpy(np.arange(3.0)).sum().item() == 3.0 and list(lz.arange(3).numpy()) == [0, 1, 2]
+        return (lz.from_numpy(np.arange(3.0)).sum().item() == 3.0
+                and list(lz.arange(3).numpy()) == [0, 1, 2])
     except TypeError:
         return False
 
