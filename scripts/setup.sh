@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
+  nlohmann-json3-dev                               # JSON headers of safetensors files (lz::save / lz::load)
   libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
   llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
   python3-dev pybind11-dev                         # the Python extension lazuli._C

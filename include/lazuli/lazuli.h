@@ -9,4 +9,5 @@
 #include "lazuli/nn.h"
 #include "lazuli/ops.h"
 #include "lazuli/runtime.h"
+#include "lazuli/serialize.h"
 #include "lazuli/tensor.h"

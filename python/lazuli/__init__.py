@@ -25,6 +25,7 @@ from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooM
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
 from . import return_types  # noqa: F401
+from .serialization import save, load  # noqa: F401  (also pickle/deepcopy of tensors)
 
 # Raised from the extension, but a public name of the package: tracebacks and repr say
 # lazuli.ExecutionError (lazuli._C.ExecutionError is the same class).

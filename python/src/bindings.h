@@ -76,6 +76,8 @@ void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_debug(py::module_& m);
 void bind_bridge(py::module_& m);
 void bind_nn(py::module_& m);  // nn_bindings.cpp
+// Safetensors files for lz.save / lz.load (serialize_bindings.cpp).
+void bind_serialize(py::module_& m);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 

@@ -214,6 +214,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_debug(m);
   lzpy::bind_bridge(m);
   lzpy::bind_nn(m);
+  lzpy::bind_serialize(m);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

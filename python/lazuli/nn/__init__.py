@@ -4,3 +4,4 @@ from .modules import (  # noqa: F401
     Module, Parameter, Linear, ReLU, GELU, Tanh, Sigmoid, SiLU, Sequential, Embedding, LayerNorm,
     Dropout, CrossEntropyLoss, NLLLoss, MSELoss,
 )
+from . import utils  # noqa: F401,E402

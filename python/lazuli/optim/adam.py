@@ -8,6 +8,11 @@ from .optimizer import Optimizer
 
 class Adam(Optimizer):
     _decoupled = False
+    _state_spec = {"step": "step", "exp_avg": "param", "exp_avg_sq": "param"}
+
+    def _foreign_flags(self):
+        return dict(super()._foreign_flags(), amsgrad=(False,),
+                    decoupled_weight_decay=(self._decoupled,))
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0.0 <= b < 1.0 for b in betas):

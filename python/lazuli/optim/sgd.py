@@ -3,6 +3,8 @@ from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
+    _state_spec = {"momentum_buffer": "param"}
+
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False):
         if lr < 0 or momentum < 0 or weight_decay < 0:
