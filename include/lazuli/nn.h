@@ -42,8 +42,9 @@ void sgd_step(const std::vector<Tensor>& params, double lr);
 void zero_grad(const std::vector<Tensor>& params);
 
 // ---- composites (src/ops/composite_nn.cpp), as torch.nn.functional ------------------------------
-// silu(x) = x * sigmoid(x); hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1) (gradient 1/6 strictly
-// inside (-3, 3), as PyTorch); hardswish(x) = x * relu6(x + 3) / 6. Floating-point inputs only.
+// silu(x) = x * sigmoid(x); hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1); hardswish(x) =
+// x * relu6(x + 3) / 6. Gradients at the kinks -3 and 3 as PyTorch's (those of the outer pieces).
+// Floating-point inputs only.
 Tensor silu(const Tensor& x);
 Tensor hardsigmoid(const Tensor& x);
 Tensor hardswish(const Tensor& x);

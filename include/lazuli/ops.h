@@ -230,8 +230,9 @@ Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims = {});
 // dims.
 Tensor repeat(const Tensor& x, const IntList& repeats);
 // clamp with tensor bounds (an undefined tensor is no bound), all three broadcast together; the
-// dtype is their promoted type. Gradients as PyTorch's: x where min <= x <= max, min where
-// x < min < max, max where x > max or max < min; a nan anywhere gives nan.
+// dtype is their promoted type. Gradients as PyTorch 2.15's: to x strictly inside [min, max]
+// (and where min == max == x), to the bound x is clamped to, half to each at a tie of x with one
+// bound, to max wherever min > max; a nan anywhere gives nan.
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 Tensor& clamp_(Tensor& x, const Tensor& min, const Tensor& max);
 // num_samples class indices (int64) per row of non-negative weights probs ([C] or [B, C], not

@@ -206,17 +206,25 @@ Tensor clamp_tensors(const char* op, const Tensor& x, const Tensor& min, const T
   Tensor v = x.to(dt), lo, hi;
   if (min.defined()) lo = min.to(dt);
   if (max.defined()) hi = max.to(dt);
-  Tensor y;
-  if (lo.defined() && hi.defined()) {
-    // Three cases, so each gradient goes where PyTorch sends it: to max where x > max or
-    // max < min, to min where x < min < max, to x inside; at x < min == max to no one.
-    Tensor to_max = logical_or(gt(v, hi), lt(hi, lo));
-    Tensor low = where(lt(lo, hi), lo, detach(lo));
-    y = where(to_max, hi, where(lt(v, lo), low, v));
-  } else if (lo.defined()) {
-    y = where(lt(v, lo), lo, v);
-  } else {
-    y = where(gt(v, hi), hi, v);
+  // Selects, so each gradient goes where PyTorch 2.15 sends it: to x strictly inside (or at
+  // min == max), to the bound it is clamped to, half each at a tie of x with one bound, and to
+  // max alone when min > max. (An integer tie needs no split: it has no gradient.)
+  auto tie = [&](const Tensor& b) { return is_floating(dt) ? (v + b) * 0.5 : v; };
+  Tensor y = v;
+  if (hi.defined()) {
+    Tensor at_hi = eq(v, hi);
+    if (lo.defined()) at_hi = logical_and(at_hi, lt(lo, hi));
+    y = where(at_hi, tie(hi), y);
+  }
+  if (lo.defined()) {
+    Tensor at_lo = eq(v, lo);
+    if (hi.defined()) at_lo = logical_and(at_lo, lt(lo, hi));
+    y = where(lt(v, lo), lo, where(at_lo, tie(lo), y));
+  }
+  if (hi.defined()) {
+    Tensor to_hi = gt(v, hi);
+    if (lo.defined()) to_hi = logical_or(to_hi, lt(hi, lo));
+    y = where(to_hi, hi, y);
   }
   if (is_floating(dt)) {  // a nan in x or a bound gives nan
     Tensor nan = ne(v, v);

@@ -49,8 +49,9 @@ Tensor hardsigmoid(const Tensor& x) {
 
 Tensor hardswish(const Tensor& x) {
   check_float("hardswish", x);
-  // clamp passes the gradient at its bounds, which gives PyTorch's -0.5 at -3 and 1.5 at 3.
-  return x * clamp(x + 3.0, Scalar(0.0), Scalar(6.0)) / 6.0;
+  // Selects: PyTorch's gradient is 0 at -3 and 1 at 3 (the outer pieces'), x / 3 + 1/2 between.
+  Tensor zero = zeros({}, x.dtype());
+  return where(le(x, -3.0), zero, where(ge(x, 3.0), x, x * (x + 3.0) / 6.0));
 }
 
 Tensor dropout2d(const Tensor& x, double p, bool training) {
@@ -157,7 +158,8 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode,
     if (mode == "reflect" && (l >= n || r >= n)) {
       throw ValueError(desc(op, x) + where_ + ": reflect padding must be smaller than the size");
     }
-    if (mode == "circular" && (l > n || r > n || -l > n || -r > n)) {
+    int64_t kept = n - std::max<int64_t>(-l, 0) - std::max<int64_t>(-r, 0);
+    if (mode == "circular" && (kept < 0 || l > kept || r > kept)) {
       throw ValueError(desc(op, x) + where_ +
                        ": circular padding cannot wrap around more than once");
     }
@@ -169,7 +171,14 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode,
   for (int64_t i = 0; i < k; ++i) {
     int64_t d = x.dim() - 1 - i, n = x.shape()[d], l = pad[2 * i], r = pad[2 * i + 1];
     if (l == 0 && r == 0) continue;
-    if (!constant_mode) {
+    if (mode == "circular") {
+      // PyTorch crops first and wraps within what is left.
+      y = slice(y, d, std::max<int64_t>(-l, 0), n - std::max<int64_t>(-r, 0));
+      int64_t m = y.shape()[d], lp = std::max<int64_t>(l, 0), rp = std::max<int64_t>(r, 0);
+      if (lp + rp > 0) y = index_select(y, d, pad_index(mode, m, lp, m + lp + rp));
+      continue;
+    }
+    if (!constant_mode) {  // reflect and replicate index the uncropped dim, as PyTorch's kernels
       y = index_select(y, d, pad_index(mode, n, l, n + l + r));
       continue;
     }

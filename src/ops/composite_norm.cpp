@@ -119,7 +119,7 @@ Tensor vector_norm(const Tensor& x, double ord, const IntList& dims, bool keepdi
                    std::optional<DType> dtype) {
   Tensor v = norm_input("linalg.vector_norm", x, dtype);
   IntList ds = checked_dims("linalg.vector_norm", x, dims);
-  if (x.numel() == 0 && ord < 0) {
+  if (x.numel() == 0 && (ord < 0 || std::isinf(ord))) {
     throw ValueError(desc("linalg.vector_norm", x) + ": ord " + ord_str(ord) +
                      " of an empty tensor is not defined");
   }
