@@ -120,3 +120,38 @@ _C.Tensor.__setitem__ = _indexing.setitem
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
 _C.Tensor.__format__ = _format
+
+
+# ---- Tensor methods for functions defined in Python (issue 13: every lazuli function PyTorch
+# has as a method is a method here too; tests/python/test_tensor_methods.py checks the list). ----
+def _softmax(self, dim, dtype=None):
+    from .nn import functional as F
+    return F.softmax(self if dtype is None else self.to(dtype), dim)
+
+
+def _log_softmax(self, dim, dtype=None):
+    from .nn import functional as F
+    return F.log_softmax(self if dtype is None else self.to(dtype), dim)
+
+
+def _where(self, condition, other):
+    """t.where(condition, other): t where condition holds, else other (torch.Tensor.where)."""
+    return _C.where(condition, self, other)
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None):
+    """Fills the tensor in place with U(a, b) draws from the device RNG (on a leaf that requires
+    grad, under lz.no_grad(), as in PyTorch)."""
+    return self.copy_(_C.rand(*self.shape, dtype=self.dtype) * (b - a) + a)
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    """Fills the tensor in place with N(mean, std^2) draws from the device RNG."""
+    return self.copy_(_C.randn(*self.shape, dtype=self.dtype) * std + mean)
+
+
+_C.Tensor.softmax = _softmax
+_C.Tensor.log_softmax = _log_softmax
+_C.Tensor.where = _where
+_C.Tensor.uniform_ = _uniform_
+_C.Tensor.normal_ = _normal_
