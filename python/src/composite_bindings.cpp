@@ -198,7 +198,11 @@ void bind_composites(py::module_& m, py::class_<Tensor>& cls) {
     if (py::hasattr(cls, name)) py::delattr(cls, name);
     cls.def(
         name,
-        [](Tensor& x, py::object min, py::object max) -> Tensor& {
+        [name](Tensor& x, py::object min, py::object max) -> Tensor& {
+          if (min.is_none() && max.is_none()) {
+            throw py::value_error(std::string("Tensor.") + name +
+                                  "(): at least one of min and max must be given");
+          }
           if (py::isinstance<Tensor>(min) || py::isinstance<Tensor>(max)) {
             return lz::clamp_(x, bound_tensor(min, "min"), bound_tensor(max, "max"));
           }
@@ -215,10 +219,14 @@ void bind_composites(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("norm", &norm_any, py::arg("p") = "fro", py::arg("dim") = py::none(),
           py::arg("keepdim") = false, py::arg("dtype") = py::none());
 
+  // Named after the public modules that re-export them, so argument errors say
+  // "lz.nn.functional.pad()" and "lz.linalg.norm()" (argument_errors.cpp reads __name__).
   py::module_ nn =
       m.def_submodule("_nn", "lz.nn.functional's composite ops (src/ops/composite_nn.cpp)");
+  nn.attr("__name__") = "lazuli._C.nn.functional";
   bind_nn(nn);
   py::module_ la = m.def_submodule("_linalg", "lz.linalg (src/ops/composite_norm.cpp)");
+  la.attr("__name__") = "lazuli._C.linalg";
   bind_linalg(la);
 }
 
