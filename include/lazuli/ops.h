@@ -237,8 +237,9 @@ Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
 Tensor& clamp_(Tensor& x, const Tensor& min, const Tensor& max);
 // num_samples class indices (int64) per row of non-negative weights probs ([C] or [B, C], not
 // necessarily normalized), drawn from the device RNG by the Gumbel-max trick (without
-// replacement: Gumbel-top-k). Weights are data: PyTorch's checks of their values (negative, inf,
-// too few non-zero for num_samples without replacement) are not made.
+// replacement: Gumbel-top-k, one argmax per sample until a sort lands). Weights are data:
+// PyTorch's checks of their values (negative, inf, too few non-zero for num_samples without
+// replacement) are not made.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
 // Norms, as torch.norm / Tensor.norm: a number p is the vector p-norm over dims (all when empty);
