@@ -112,4 +112,33 @@ struct MLP {
 void sgd_step(const std::vector<Tensor>& params, double lr);
 void zero_grad(const std::vector<Tensor>& params);
 
+// ---- composites (src/ops/composite_nn.cpp), as torch.nn.functional ------------------------------
+// silu(x) = x * sigmoid(x); hardsigmoid(x) = clamp(x / 6 + 1/2, 0, 1); hardswish(x) =
+// x * relu6(x + 3) / 6. Gradients at the kinks -3 and 3 as PyTorch's (those of the outer pieces).
+// Floating-point inputs only.
+Tensor silu(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+// Zeroes whole channels (dim 1) of [N, C, ...] with probability p (mask from the device RNG) and
+// scales the rest by 1 / (1 - p); the identity when !training.
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+// int64 indices [...] to [..., num_classes] int64 rows of 0/1. num_classes = -1 reads the largest
+// index (a value read, as in PyTorch). Out-of-range indices raise when the program runs (at the
+// line for indices still on the host), naming one_hot.
+Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
+// PyTorch's F.pad: pad = (left, right) for the last dim, then the dim before, ...; negative
+// values crop. mode "constant" (value, default 0) pads any dims; "reflect", "replicate" and
+// "circular" pad the last 1, 2 or 3 dims of an input with one or two more dims.
+Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode = "constant",
+           std::optional<Scalar> value = std::nullopt);
+// PyTorch's F.interpolate over the dims after [N, C]: mode "nearest", "nearest-exact" (3-5 dims),
+// "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D); one of size and scale_factor (one value
+// for every spatial dim, or one each); source indices and weights computed as PyTorch's CPU
+// kernels compute them.
+Tensor interpolate(const Tensor& x, const std::optional<IntList>& size,
+                   const std::optional<std::vector<double>>& scale_factor = std::nullopt,
+                   const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = std::nullopt,
+                   std::optional<bool> recompute_scale_factor = std::nullopt);
+
 }  // namespace lz::nn

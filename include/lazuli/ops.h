@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lazuli/device.h"
@@ -219,5 +220,64 @@ Tensor operator>=(const Tensor& a, const Operand& b);
 Tensor operator&(const Tensor& a, const Operand& b);
 Tensor operator|(const Tensor& a, const Operand& b);
 Tensor operator^(const Tensor& a, const Operand& b);
+
+// ---- composites (src/ops/composite*.cpp) ------------------------------------------------------
+// Written in the public ops above, so their gradients come from the primitives' rules. Each checks
+// its arguments first and records nothing on bad input. Integer arguments that fix the structure
+// (diagonal, shifts, dims) are baked into the program: changing them compiles a new one.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);  // zeros above the diagonal of the last 2 dims
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// x where mask is false, value where it is true; mask (bool) and x broadcast together. value: a
+// number or a 0-d tensor, converted to x's dtype (as PyTorch: 2.7 into an int64 tensor is 2).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Operand& value);
+// In place: mask must broadcast to x's shape. Returns x.
+Tensor& masked_fill_(Tensor& x, const Tensor& mask, const Operand& value);
+Tensor& tril_(Tensor& x, int64_t diagonal = 0);
+Tensor& triu_(Tensor& x, int64_t diagonal = 0);
+Tensor flip(const Tensor& x, const IntList& dims);  // a copy, reversed along each of dims
+// Elements shifted by shifts[i] along dims[i], wrapping around; with no dims, over the flattened
+// tensor (one shift), keeping the shape.
+Tensor roll(const Tensor& x, const IntList& shifts, const IntList& dims = {});
+// Tiles x repeats[i] times along each dim (PyTorch's Tensor.repeat); extra leading repeats add
+// dims.
+Tensor repeat(const Tensor& x, const IntList& repeats);
+// clamp with tensor bounds (an undefined tensor is no bound), all three broadcast together; the
+// dtype is their promoted type. Gradients as PyTorch 2.15's: to x strictly inside [min, max]
+// (and where min == max == x), to the bound x is clamped to, half to each at a tie of x with one
+// bound, to max wherever min > max; a nan anywhere gives nan.
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);
+Tensor& clamp_(Tensor& x, const Tensor& min, const Tensor& max);
+// num_samples class indices (int64) per row of non-negative weights probs ([C] or [B, C], not
+// necessarily normalized), drawn from the device RNG by the Gumbel-max trick (without
+// replacement: Gumbel-top-k, one argmax per sample until a sort lands). Weights are data:
+// PyTorch's checks of their values (negative, inf, too few non-zero for num_samples without
+// replacement) are not made.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+
+// Norms, as torch.norm / Tensor.norm: a number p is the vector p-norm over dims (all when empty);
+// "fro" is the 2-norm over at most 2 dims. dtype casts x first. Gradients at a zero norm are 0.
+Tensor norm(const Tensor& x, double p = 2.0, const IntList& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor norm(const Tensor& x, const std::string& p, const IntList& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+
+namespace linalg {
+// ord: any p (inf: max |x|, -inf: min |x|, 0: count of non-zeros); dims empty = all.
+Tensor vector_norm(const Tensor& x, double ord = 2.0, const IntList& dims = {},
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+// ord "fro", 1, -1, inf, -inf over the two dims ("nuc", 2 and -2 need singular values: ValueError).
+Tensor matrix_norm(const Tensor& x, const std::string& ord = "fro", const IntList& dims = {-2, -1},
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor matrix_norm(const Tensor& x, double ord, const IntList& dims = {-2, -1},
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+// torch.linalg.norm: one dim (or a 1-D x) is a vector norm, two dims (or a 2-D x with ord given)
+// a matrix norm; no ord and no dims is the 2-norm of the flattened x.
+Tensor norm(const Tensor& x, std::optional<double> ord = std::nullopt, const IntList& dims = {},
+            bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor norm(const Tensor& x, double ord, const IntList& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+Tensor norm(const Tensor& x, const std::string& ord, const IntList& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+}  // namespace linalg
 
 }  // namespace lz

@@ -120,3 +120,55 @@ _C.Tensor.__setitem__ = _indexing.setitem
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
 _C.Tensor.__format__ = _format
+
+
+# ---- Tensor methods for functions defined in Python (issue 13: every lazuli function PyTorch
+# has as a method is a method here too; tests/python/test_tensor_methods.py checks the list). ----
+def _method_dtype(x, dtype, fn):
+    if dtype is None:
+        return x
+    if not isinstance(dtype, _C.dtype):
+        raise TypeError(f"Tensor.{fn}(): argument 'dtype' must be a lazuli dtype, not "
+                        f"{type(dtype).__name__}")
+    return x.to(dtype)
+
+
+def _method_number(v, fn, arg):
+    if isinstance(v, builtins.bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"Tensor.{fn}(): argument '{arg}' must be a number, not {type(v).__name__}")
+    return v
+
+
+def _softmax(self, dim, dtype=None):
+    from .nn import functional as F
+    return F.softmax(_method_dtype(self, dtype, "softmax"), dim)
+
+
+def _log_softmax(self, dim, dtype=None):
+    from .nn import functional as F
+    return F.log_softmax(_method_dtype(self, dtype, "log_softmax"), dim)
+
+
+def _where(self, condition, other):
+    """t.where(condition, other): t where condition holds, else other (torch.Tensor.where)."""
+    return _C.where(condition, self, other)
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None):
+    """Fills the tensor in place with U(a, b) draws from the device RNG (on a leaf that requires
+    grad, under lz.no_grad(), as in PyTorch)."""
+    a, b = _method_number(a, "uniform_", "from"), _method_number(b, "uniform_", "to")
+    return self.copy_(_C.rand(*self.shape, dtype=self.dtype) * (b - a) + a)
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    """Fills the tensor in place with N(mean, std^2) draws from the device RNG."""
+    mean, std = _method_number(mean, "normal_", "mean"), _method_number(std, "normal_", "std")
+    return self.copy_(_C.randn(*self.shape, dtype=self.dtype) * std + mean)
+
+
+_C.Tensor.softmax = _softmax
+_C.Tensor.log_softmax = _log_softmax
+_C.Tensor.where = _where
+_C.Tensor.uniform_ = _uniform_
+_C.Tensor.normal_ = _normal_

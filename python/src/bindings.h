@@ -78,6 +78,8 @@ void bind_bridge(py::module_& m);
 void bind_nn(py::module_& m);  // nn_bindings.cpp
 // Safetensors files for lz.save / lz.load (serialize_bindings.cpp).
 void bind_serialize(py::module_& m);
+// tril, masked_fill, flip, roll, norms, F.pad/interpolate... (composite_bindings.cpp).
+void bind_composites(py::module_& m, py::class_<lz::Tensor>& cls);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 

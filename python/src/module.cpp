@@ -215,6 +215,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_bridge(m);
   lzpy::bind_nn(m);
   lzpy::bind_serialize(m);
+  lzpy::bind_composites(m, tensor_cls);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

@@ -61,7 +61,8 @@ def _public_functions():
 
 FUNCTIONS = _public_functions()
 # Methods whose errors come from the op they are made of.
-ALIASES = {"clip": "clamp", "expand_as": "expand", "fill_": "copy_", "index_put_": "index_copy"}
+ALIASES = {"clip": "clamp", "clip_": "clamp_", "expand_as": "expand", "fill_": "copy_",
+           "index_put_": "index_copy"}
 BAD_VALUES = ["x", [1, "a"], 1.5, None, object(), {"a": 1}]
 # Tensors of a dtype where the dtype matters (indices, masks, bitwise ops, dims).
 BAD_TENSORS = [lambda: lz.tensor([True, False]), lambda: lz.tensor([0.5, 1.5]), lambda: lz.tensor(1.5)]

@@ -120,7 +120,7 @@ NON_TENSOR_ARGUMENTS = [
     ("mul_list", lambda t: t["f"] * [1, 2]),
     ("lt_str", lambda t: t["f"] < "a"),
     ("where_str", lambda t: lz.where(t["m"], "a", t["f"])),
-    ("clamp_tensor_bound", lambda t: t["f"].clamp(t["f"])),
+    ("clamp_str_bound", lambda t: t["f"].clamp("a")),
     ("index_select_list", lambda t: t["a"].index_select(0, [0, 1])),
     ("reshape_str", lambda t: t["a"].reshape("a")),
     ("zeros_str", lambda t: lz.zeros("a")),

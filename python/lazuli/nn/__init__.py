@@ -1,7 +1,9 @@
 """lz.nn: modules and functional ops for training (see docs/training.md)."""
 from . import functional  # noqa: F401
+from . import init  # noqa: F401
 from .modules import (  # noqa: F401
-    Module, Parameter, Linear, ReLU, GELU, Tanh, Sigmoid, SiLU, Sequential, Embedding, LayerNorm,
-    Dropout, CrossEntropyLoss, NLLLoss, MSELoss,
+    Module, Parameter, Linear, ReLU, GELU, Tanh, Sigmoid, SiLU, Hardswish, Hardsigmoid,
+    Sequential, ModuleList, ModuleDict, Identity, Flatten, Unflatten, Embedding, LayerNorm,
+    Dropout, Dropout2d, CrossEntropyLoss, NLLLoss, MSELoss, StateDictError,
 )
 from . import utils  # noqa: F401,E402

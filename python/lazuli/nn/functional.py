@@ -52,8 +52,61 @@ def tanh(x):
     return _C.tanh(x)
 
 
-def silu(x):
-    return _tensor(x, "silu", "input") * _C.sigmoid(x)
+def _maybe_inplace(x, y, inplace):
+    """PyTorch's inplace=True: the result written into x (a view writes through), x returned."""
+    return x.copy_(y) if inplace else y
+
+
+def silu(input, inplace=False):  # noqa: A002  (PyTorch's spelling)
+    return _maybe_inplace(input, _C._nn.silu(input), inplace)
+
+
+def hardswish(input, inplace=False):  # noqa: A002
+    """x * relu6(x + 3) / 6; at the kinks PyTorch's gradient (0 at -3, 1 at 3)."""
+    return _maybe_inplace(input, _C._nn.hardswish(input), inplace)
+
+
+def hardsigmoid(input, inplace=False):  # noqa: A002
+    """relu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), 0 elsewhere (PyTorch's)."""
+    return _maybe_inplace(input, _C._nn.hardsigmoid(input), inplace)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    """Zeroes whole channels (dim 1 of (N, C, ...); a 3-D input is read as (N, C, L), as PyTorch
+    reads it) with probability p and scales the rest by 1/(1-p); the mask is from the device RNG."""
+    y = _C._nn.dropout2d(input, p, training)
+    if not training or p == 0:
+        return input  # the input itself, as PyTorch
+    return _maybe_inplace(input, y, inplace)
+
+
+@user_op("one_hot")
+def one_hot(tensor, num_classes=-1):
+    """int64 class indices (...) to int64 one-hot rows (..., num_classes); num_classes=-1 reads
+    the largest index (a value read, as in PyTorch). A bad index raises naming one_hot."""
+    return _C._nn.one_hot(tensor, num_classes)
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: A002
+    """PyTorch's F.pad: pad = (left, right) of the last dim, then of the dim before, ...;
+    negative values crop. Modes: constant (value, default 0), reflect, replicate, circular (these
+    three pad the last 1-3 dims of a batched or unbatched input). Gradients flow to the input."""
+    return _C._nn.pad(input, pad, mode, value)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
+                recompute_scale_factor=None, antialias=False):
+    """PyTorch's F.interpolate on (N, C, spatial...) inputs: nearest, nearest-exact (3-5-D),
+    linear (3-D), bilinear (4-D), trilinear (5-D), with size or scale_factor, align_corners and
+    recompute_scale_factor; source positions and weights as PyTorch's CPU kernels compute them."""
+    if antialias:
+        raise ValueError("F.interpolate(): antialias=True is not supported by Lazuli")
+    return _C._nn.interpolate(input, size, scale_factor, mode, align_corners,
+                              recompute_scale_factor)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def _shift(x, dim):
