@@ -22,7 +22,8 @@ Run (the project's pinned torch; --xla installs PyTorch/XLA once, bench/setup_to
   PYTHONPATH=python /root/.cache/lazuli/torch-venv-<hash>/bin/python bench/torch_bench.py \
       [--workloads resnet18,gpt2,mlp,mlp-small] [--figures cold,warm,steady,batch,profile] \
       [--xla] [--repeats 3] [--rounds 5] [--threads 2] [--json out.json]
-Workers (run by the driver, one figure per process): --worker {first,steady,batch,profile}.
+Workers (run by the driver, one figure per process): --worker {first,steady,batch};
+the profile figure runs bench/torch_profile.py. --report a.json[,b.json] prints the tables again.
 """
 import argparse
 import json
@@ -205,77 +206,8 @@ def worker_batch(args):
     return {"batch": b, "new_batch": b2, "first_s": first, "second_s": second, "delta": delta}
 
 
-def worker_profile(args):
-    """Lazuli's cold first call, taken apart: timers around the bridge's phases (one process),
-    or cProfile's view of it (--cprofile)."""
-    _setup_worker(args.threads)
-    import lazuli as lz
-    import lazuli.torch  # noqa: F401
-    from lazuli.torch import _bridge, lowering
-    from torch_workloads import BATCH
-    phases = {}
-
-    def timed(name, fn):
-        def wrapper(*a, **k):
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
-        return wrapper
-
-    import torch._dynamo.backends.common as common
-    real_aot = common.aot_autograd
-
-    def aot_autograd(**kw):
-        # aot_autograd's forward/backward compilers are the bridge's; time the whole call of the
-        # compiled-function factory (trace of the joint graph, partition into fw/bw, fw compile).
-        return timed("backend: aot_autograd + forward compile", real_aot(**kw))
-    common.aot_autograd = aot_autograd
-    _bridge.compile_aten_graph = timed("compile_aten_graph (partitioning)", _bridge.compile_aten_graph)
-    _bridge.LazuliPartition._trace = timed("partition trace (record + compile)", _bridge.LazuliPartition._trace)
-    lowering.interpret = timed("  of which: lowering.interpret (recording)", lowering.interpret)
-    _bridge.LazuliPartition._run_program = timed("partition runs (programs)", _bridge.LazuliPartition._run_program)
-    real_fallback = _bridge._fallback_runner
-
-    def fallback_runner(target):
-        return timed("eager fallback ops", real_fallback(target))
-    _bridge._fallback_runner = fallback_runner
-
-    c = _new_candidate(args, "lazuli")
-    b = BATCH[args.workload]
-    c.inputs(b)
-    if args.cprofile:
-        import cProfile
-        import io
-        import pstats
-        prof = cProfile.Profile()
-        t = time.perf_counter()
-        prof.enable()
-        c.call(b)
-        prof.disable()
-        total = time.perf_counter() - t
-        s = io.StringIO()
-        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
-        s2 = io.StringIO()
-        pstats.Stats(prof, stream=s2).sort_stats("tottime").print_stats(25)
-        return {"first_s": total, "cumulative": s.getvalue(), "tottime": s2.getvalue()}
-    t = time.perf_counter()
-    c.call(b)
-    total = time.perf_counter() - t
-    import torch._dynamo.utils as du
-    try:
-        dyn = du.compile_times(repr="csv")
-    except Exception:  # noqa: BLE001
-        dyn = None
-    phases["lazuli CompileTime (backend compile, incl. LLVM)"] = _lazuli_counters()["CompileTime_s"]
-    return {"first_s": total, "phases": phases, "counters": _lazuli_counters(),
-            "dynamo_compile_times": dyn}
-
-
 def run_worker(args):
-    fn = {"first": worker_first, "steady": worker_steady, "batch": worker_batch,
-          "profile": worker_profile}[args.worker]
+    fn = {"first": worker_first, "steady": worker_steady, "batch": worker_batch}[args.worker]
     out = fn(args)
     print(RESULT + json.dumps(out, default=str), flush=True)
 
@@ -304,9 +236,9 @@ class Driver:
             e["TORCH_BENCH_XLA_CACHE"] = os.path.join(cache_root, "xla")
         return e
 
-    def worker(self, candidate_env, argv, cache_root=None, timeout=3600):
+    def worker(self, candidate_env, argv, cache_root=None, timeout=3600, script=None):
         py = self.xla_python if candidate_env == "xla" else sys.executable
-        cmd = [py, os.path.abspath(__file__), "--threads", str(self.args.threads)] + argv
+        cmd = [py, script or os.path.abspath(__file__), "--threads", str(self.args.threads)] + argv
         t, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run(cmd, env=self.env(cache_root), capture_output=True, text=True, timeout=timeout)
         wall = time.perf_counter() - t
@@ -396,13 +328,24 @@ def fig_batch(d, workload, results):
 
 
 def fig_profile(d, workload, results):
-    for mode in ([], ["--cprofile"]):
-        root = tempfile.mkdtemp(prefix="torch_bench_")
-        try:
-            out = d.worker("torch", ["--worker", "profile", "--workload", workload] + mode, cache_root=root)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
+    """lazuli's first call taken apart (bench/torch_profile.py): phases cold, phases in a second
+    process over the caches the first left (warm), and cProfile's view of a cold call."""
+    script = os.path.join(HERE, "torch_profile.py")
+    root = tempfile.mkdtemp(prefix="torch_bench_")
+    try:
+        for kind, extra in (("cold", []), ("warm", [])):
+            out = d.worker("torch", ["--workload", workload] + extra, cache_root=root, script=script)
+            out["kind"] = kind
+            results.setdefault("profile", []).append(out)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    root = tempfile.mkdtemp(prefix="torch_bench_")
+    try:
+        out = d.worker("torch", ["--workload", workload, "--cprofile"], cache_root=root, script=script)
+        out["kind"] = "cold, cProfile"
         results.setdefault("profile", []).append(out)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- report ---------------------------------------------------------------------------------------
@@ -425,60 +368,148 @@ def _spread(xs):
     return f" [{_fmt_s(min(xs))}-{_fmt_s(max(xs))}]" if len(xs) > 1 else ""
 
 
-def report(workload, res, cands):
-    lines = [f"== {workload}"]
-    for kind in ("cold", "warm"):
-        if kind not in res:
-            continue
-        ind = _med([o.get("first_s") for o in res[kind].get("inductor", [])])
-        for cand in cands:
-            outs = res[kind].get(cand, [])
-            firsts = [o.get("first_s") for o in outs]
-            m = _med(firsts)
-            vs = f"  inductor/this {ind / m:.1f}x" if (ind and m and cand != "inductor") else ""
-            err = next((o["error"][:120] for o in outs if "error" in o), "")
-            lines.append(f"   {kind:4s} first call  {cand:12s} {_fmt_s(m):>10s}{_spread(firsts)}"
-                         f"  (second call {_fmt_s(_med([o.get('second_s') for o in outs]))}){vs}"
-                         + (f"  ERROR {err}" if err else ""))
-    if "steady" in res:
-        merged = {}
-        per_round = {}
-        for out in res["steady"]:
-            s = out.get("samples", {})
+def _first_cpu(o):
+    return o.get("first_cpu_all_s", o.get("first_cpu_s"))
+
+
+def _first_cell(outs):
+    if not outs:
+        return "-"
+    if any("error" in o for o in outs):
+        return "failed: " + next(o["error"] for o in outs if "error" in o).strip().splitlines()[-1][:80]
+    w = [o["first_s"] for o in outs]
+    c = [_first_cpu(o) for o in outs]
+    return f"{_fmt_s(_med(w))}{_spread(w)} (CPU {_fmt_s(_med(c))})"
+
+
+def _steady(res):
+    merged, per_round = {}, {}
+    for out in res.get("steady", []):
+        s = out.get("samples", {})
+        for k, v in s.items():
+            merged.setdefault(k, []).extend(v)
+        if "inductor" in s:
             for k, v in s.items():
-                merged.setdefault(k, []).extend(v)
-            if "inductor" in s:
-                for k, v in s.items():
-                    per_round.setdefault(k, []).extend(i / x for i, x in zip(s["inductor"], v))
-        for k, v in merged.items():
-            pr = per_round.get(k)
-            extra = (f"  per round {statistics.median(pr):.2f}x inductor's speed "
-                     f"[{min(pr):.2f}-{max(pr):.2f}]") if pr and k != "inductor" else ""
-            lines.append(f"   steady      {k:12s} {_fmt_s(statistics.median(v)):>10s}{_spread(v)}"
-                         f"  ({len(v)} rounds){extra}")
-    if "batch" in res:
-        for cand, out in res["batch"].items():
-            lines.append(f"   batch {out.get('batch')}->{out.get('new_batch')} {cand:12s} first call "
-                         f"{_fmt_s(out.get('first_s'))}, then {_fmt_s(out.get('second_s'))}; "
-                         f"{json.dumps(out.get('delta', out.get('error')))}")
+                per_round.setdefault(k, []).extend(i / x for i, x in zip(s["inductor"], v))
+    return merged, per_round
+
+
+def _fallbacks(res):
+    """lazuli's fallbacks per call, from the cold first-call workers (3 calls each): ATen ops left
+    to PyTorch eager, and ops inside Lazuli programs that ran on the reference kernels."""
+    outs = [o for o in res.get("cold", {}).get("lazuli", []) if "counters" in o]
+    if not outs:
+        return None
+    fb = outs[0]["counters"].get("fallback_ops", {})
+    aten = {k[len("aten."):]: v // 3 for k, v in fb.items() if k.startswith("aten.")}
+    ref = {k: v // 3 for k, v in fb.items() if not k.startswith("aten.")}
+    return aten, ref
+
+
+def report(workload, res, cands):
+    """The workload's results as a markdown table, then the details."""
+    from torch_workloads import WORKLOADS
+    merged, per_round = _steady(res)
+    ind_cold = _med([o.get("first_s") for o in res.get("cold", {}).get("inductor", []) if "error" not in o])
+    ind_warm = _med([o.get("first_s") for o in res.get("warm", {}).get("inductor", []) if "error" not in o])
+    lines = [f"### {workload}: {WORKLOADS[workload]}", "",
+             "| candidate | first call, cold (wall, [range], CPU) | first call, warm | steady step "
+             "(median [range]) | steady vs inductor (per round) | batch change: first call; compiles |",
+             "|---|---|---|---|---|---|"]
+    for cand in cands:
+        cold = res.get("cold", {}).get(cand, [])
+        warm = res.get("warm", {}).get(cand, [])
+        cold_c, warm_c = _first_cell(cold), _first_cell(warm)
+        if cand != "inductor" and cand != "eager":
+            mc = _med([o.get("first_s") for o in cold if "error" not in o])
+            mw = _med([o.get("first_s") for o in warm if "error" not in o])
+            if ind_cold and mc:
+                cold_c += f", **{ind_cold / mc:.1f}x** faster than inductor"
+            if ind_warm and mw:
+                warm_c += f", **{ind_warm / mw:.1f}x**"
+        st = merged.get(cand)
+        st_c = f"{_fmt_s(statistics.median(st))}{_spread(st)}" if st else "-"
+        pr = per_round.get(cand)
+        pr_c = (f"{statistics.median(pr):.2f}x [{min(pr):.2f}-{max(pr):.2f}]"
+                if pr and cand != "inductor" else ("1x" if pr else "-"))
+        if not pr and st and merged.get("inductor"):
+            # Another environment, so another process: only the medians compare.
+            pr_c = f"{statistics.median(merged['inductor']) / statistics.median(st):.2f}x (medians)"
+        bo = res.get("batch", {}).get(cand)
+        if not bo:
+            b_c = "-"
+        elif "error" in bo:
+            b_c = "failed"
+        else:
+            dl = bo.get("delta", {})
+            if cand == "lazuli":
+                what = (f"KernelCompile {dl.get('KernelCompile')}, programs {dl.get('UncachedCompile')}, "
+                        f"traces {dl.get('TorchTrace')}")
+            elif cand == "inductor":
+                what = f"{dl.get('generated_kernels')} kernels generated, {dl.get('fxgraph_cache_miss')} graphs compiled"
+            elif cand.startswith("xla"):
+                what = f"{dl.get('xla_compiles')} XLA compiles ({_fmt_s(dl.get('xla_compile_s'))})"
+            else:
+                what = "nothing to compile"
+            b_c = f"{_fmt_s(bo.get('first_s'))} ({bo.get('batch')} -> {bo.get('new_batch')}); {what}"
+        lines.append(f"| {cand} | {cold_c} | {warm_c} | {st_c} | {pr_c} | {b_c} |")
+    lines.append("")
+    # Per repeat (cold and warm processes of a repeat ran back to back): lazuli against inductor.
+    for kind in ("cold", "warm"):
+        li = res.get(kind, {}).get("lazuli", [])
+        ii = res.get(kind, {}).get("inductor", [])
+        ratios = [i["first_s"] / x["first_s"] for i, x in zip(ii, li) if "first_s" in i and "first_s" in x]
+        cr = [_first_cpu(i) / _first_cpu(x) for i, x in zip(ii, li) if "first_s" in i and "first_s" in x]
+        if ratios:
+            lines.append(f"- {kind}: inductor's first call / lazuli's, per repeat: wall "
+                         + ", ".join(f"{r:.1f}x" for r in ratios) + "; CPU " + ", ".join(f"{r:.1f}x" for r in cr))
+    fb = _fallbacks(res)
+    if fb:
+        aten, ref = fb
+        lines.append(f"- lazuli per call: ATen ops run in PyTorch eager {sum(aten.values())} "
+                     f"({', '.join(f'{k} {v}' for k, v in sorted(aten.items())) or 'none'}); ops on Lazuli's "
+                     f"reference kernels {sum(ref.values())} ({', '.join(f'{k} {v}' for k, v in sorted(ref.items())) or 'none'})")
+        c0 = next(o["counters"] for o in res["cold"]["lazuli"] if "counters" in o)
+        lines.append(f"- lazuli cold: {c0.get('TorchGraphCompiled')} ATen graphs, {c0.get('TorchPartition')} partitions, "
+                     f"{c0.get('UncachedCompile')} programs, KernelCompile {c0.get('KernelCompile')}, "
+                     f"CompileTime {_fmt_s(c0.get('CompileTime_s'))}")
+    for cand in cands:
+        if cand.startswith("xla"):
+            outs = [o for o in res.get("warm", {}).get(cand, []) if "counters" in o]
+            if outs:
+                c = outs[0]["counters"]
+                lines.append(f"- {cand} warm process: {c.get('xla_compiles')} compiles "
+                             f"({_fmt_s(c.get('xla_compile_s'))}), persistent cache hits "
+                             f"{c.get('PersistentCacheHit')}, misses {c.get('PersistentCacheMiss')}")
     for out in res.get("profile", []):
-        if "phases" in out:
-            lines.append(f"   profile (lazuli cold first call {_fmt_s(out['first_s'])}):")
-            for k, v in out["phases"].items():
-                lines.append(f"      {k:55s} {_fmt_s(v)}")
-        elif "cumulative" in out:
-            lines.append(f"   cProfile (first call {_fmt_s(out['first_s'])} under the profiler):")
-            lines.extend("      " + l for l in out["cumulative"].splitlines()[:70])
-            lines.extend("      " + l for l in out["tottime"].splitlines()[:45])
+        if "error" in out:
+            lines.append(f"- profile {out.get('kind')}: failed")
+        elif "phases_wall" in out:
+            lines.append(f"- lazuli first call, {out['kind']}: {_fmt_s(out['first_s'])} wall, "
+                         f"{_fmt_s(out['first_cpu_s'])} CPU; CompileTime {_fmt_s(out['CompileTime_s'])} "
+                         f"over {out['CompileTime_count']} programs, KernelCompile "
+                         f"{out['counters'].get('KernelCompile')}; phases (wall / CPU):")
+            for k, v in out["phases_wall"].items():
+                lines.append(f"    - {k.strip()}: {_fmt_s(v)} / {_fmt_s(out['phases_cpu'].get(k))}"
+                             f" ({out['phases_calls'].get(k)} calls)")
+            dyn = out.get("dynamo_compile_times", {})
+            keys = ["bytecode_tracing", "OutputGraph.call_user_compiler", "create_aot_dispatcher_function",
+                    "aot_trace_joint_graph", "build_guards"]
+            lines.append("    - dynamo's compile_times (wall): " + ", ".join(
+                f"{k} {_fmt_s(dyn[k])}" for k in keys if k in dyn))
+        elif "cprofile_cumulative" in out:
+            lines.append(f"- lazuli first call under cProfile ({_fmt_s(out['first_s'])}), cumulative: " + ", ".join(
+                f"{k} {_fmt_s(v)}" for k, v in sorted(out["cprofile_cumulative"].items(), key=lambda kv: -kv[1])))
+            lines.append("    - top own time: " + ", ".join(
+                f"{n} {_fmt_s(t)}" for n, t, _ in out["cprofile_tottime"][:8]))
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worker", choices=["first", "steady", "batch", "profile"])
+    ap.add_argument("--worker", choices=["first", "steady", "batch"])
     ap.add_argument("--workload")
     ap.add_argument("--candidate")
-    ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--workloads", default="resnet18,gpt2,mlp,mlp-small")
     ap.add_argument("--candidates", default="eager,inductor,lazuli,xla_lazy,xla_openxla")
     ap.add_argument("--figures", default="cold,warm,steady,batch,profile")
@@ -489,9 +520,20 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads, LAZULI_NUM_THREADS")
     ap.add_argument("--batch-all", action="store_true")
     ap.add_argument("--json", help="write every worker's raw result here")
+    ap.add_argument("--report", help="print the tables of an earlier --json file (several: a,b)")
     args = ap.parse_args()
     if args.worker:
         return run_worker(args)
+    if args.report:
+        sys.path.insert(0, HERE)
+        everything = {}
+        for path in args.report.split(","):
+            with open(path) as f:
+                for w, r in json.load(f).items():
+                    everything.setdefault(w, {}).update(r)
+        for w, r in everything.items():
+            print(report(w, r, [c for c in args.candidates.split(",") if c]) + "\n")
+        return
 
     d = Driver(args)
     import torch
@@ -508,6 +550,7 @@ def main():
             fig_batch(d, workload, res)
         if "profile" in args.figures and "lazuli" in d.candidates():
             fig_profile(d, workload, res)
+        sys.path.insert(0, HERE)
         print(report(workload, res, d.candidates()), flush=True)
         if args.json:
             with open(args.json, "w") as f:
