@@ -344,6 +344,10 @@ def fig_profile(d, workload, results):
         out = d.worker("torch", ["--workload", workload, "--cprofile"], cache_root=root, script=script)
         out["kind"] = "cold, cProfile"
         results.setdefault("profile", []).append(out)
+        out = d.worker("torch", ["--workload", workload, "--steady", str(d.args.steps or STEPS[workload])],
+                       cache_root=root, script=script)
+        out["kind"] = "steady, cProfile"
+        results.setdefault("profile", []).append(out)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -502,6 +506,14 @@ def report(workload, res, cands):
                 f"{k} {_fmt_s(v)}" for k, v in sorted(out["cprofile_cumulative"].items(), key=lambda kv: -kv[1])))
             lines.append("    - top own time: " + ", ".join(
                 f"{n} {_fmt_s(t)}" for n, t, _ in out["cprofile_tottime"][:8]))
+        elif "cumulative_per_step" in out:
+            lines.append(f"- lazuli steady step {_fmt_s(out['step_s'])} ({_fmt_s(out['profiled_step_s'])} under "
+                         f"cProfile); ExecuteTime {_fmt_s(out['execute_s_per_step'])} per step over "
+                         f"{out['programs_per_step']} programs; per step, cumulative: " + ", ".join(
+                             f"{k.strip()} {_fmt_s(v)}" for k, v in
+                             sorted(out["cumulative_per_step"].items(), key=lambda kv: -kv[1])))
+            lines.append("    - top own time per step: " + ", ".join(
+                f"{n} {_fmt_s(t)} ({k} calls)" for n, t, k in out["tottime_per_step"][:6]))
     return "\n".join(lines)
 
 

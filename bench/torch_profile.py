@@ -118,11 +118,68 @@ def _cprofile_summary(prof):
     return rows, tottime
 
 
+_STEADY_KEYS = [
+    ("eval_frame.py", "_fn", "dynamo: compiled frames (guards + the compiled code)"),
+    ("runtime_wrappers.py", "runtime_wrapper", "aot_autograd runtime wrapper (forward)"),
+    ("_bridge.py", "run", "bridge graph run (partitions + eager nodes)"),
+    ("_bridge.py", "_run_program", "lazuli partition runs"),
+    ("~", "<method 'run' of 'lazuli._C._WarmProgram' objects>", "  _WarmProgram.run (schedule)"),
+    ("_boundary.py", "to_torch", "  to_torch (waits for the program)"),
+    ("_boundary.py", "to_lazuli", "  to_lazuli"),
+    ("~", "<method 'copy_' of 'torch._C.TensorBase' objects>", "  copy_ (write-backs of updated inputs)"),
+    ("_bridge.py", "_fallback_runner.<locals>.run", "eager fallback ops"),
+    ("~", "<built-in method run_backward>", "autograd engine (backward)"),
+    ("optimizer.py", "wrapper", "optimizer.step wrapper"),
+]
+
+
+def steady(args):
+    """Where a steady-state lazuli step spends its time: cProfile over N steps, plus Lazuli's
+    ExecuteTime (the executor thread running the programs)."""
+    import cProfile
+    import pstats
+    import lazuli as lz
+    from torch_workloads import BATCH, Candidate
+    c = Candidate("lazuli", args.workload)
+    b = BATCH[args.workload]
+    for _ in range(3):
+        c.call(b)
+    lz.debug.clear_metrics()
+    t = time.perf_counter()
+    for _ in range(args.steady):
+        c.call(b)
+    plain = (time.perf_counter() - t) / args.steady
+    md = lz.debug.metric_data("ExecuteTime")
+    execute = (md[1] / 1e9 / args.steady) if md else None
+    programs = (md[0] / args.steady) if md else None
+    prof = cProfile.Profile()
+    t = time.perf_counter()
+    prof.enable()
+    for _ in range(args.steady):
+        c.call(b)
+    prof.disable()
+    profiled = (time.perf_counter() - t) / args.steady
+    st = pstats.Stats(prof)
+    rows = {}
+    for (file, line, func), (cc, nc, tt, ct, callers) in st.stats.items():
+        for fpat, fn, label in _STEADY_KEYS:
+            if (fpat == "~" and func == fn) or (func == fn and file.endswith(fpat)):
+                rows[label] = max(rows.get(label, 0.0), ct / args.steady)
+    top = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:12]
+    tottime = [(f"{os.path.basename(k[0])}:{k[1]}({k[2]})", v[2] / args.steady, v[1] // args.steady)
+               for k, v in top]
+    out = {"step_s": plain, "execute_s_per_step": execute, "programs_per_step": programs,
+           "profiled_step_s": profiled, "cumulative_per_step": rows, "tottime_per_step": tottime}
+    print(RESULT + json.dumps(out, default=str), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", required=True)
     ap.add_argument("--cprofile", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steady", type=int, default=0,
+                    help="instead: cProfile N steady-state steps after 3 warm-up calls")
     args = ap.parse_args()
     import torch
     torch.set_num_threads(args.threads)
@@ -132,6 +189,8 @@ def main():
     from torch_workloads import BATCH, Candidate
     import torch._dynamo  # noqa: F401  (imported before the call, as torch.compile does)
 
+    if args.steady:
+        return steady(args)
     ph = Phases()
     if not args.cprofile:
         instrument(ph)
