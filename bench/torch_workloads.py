@@ -1,0 +1,167 @@
+"""The workloads and candidates of bench/torch_bench.py: each candidate turns a workload into a
+`step()` callable plus a `finish()` that waits for its results, so one timing loop serves all.
+
+Imported by the workers in both environments: the project's torch venv (eager, inductor, lazuli)
+and the torch-xla venv (xla_lazy, xla_openxla), so nothing here imports lazuli or torch_xla at
+module level.
+"""
+import sys
+
+import torch
+
+# name -> (kind, description). Sizes are fixed here so every candidate runs the same thing.
+WORKLOADS = {
+    "resnet18": "torchvision resnet18, random weights, eval, inference, batch 8, 3x112x112",
+    "gpt2": "transformers GPT2LMHeadModel, GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192), "
+            "training step (LM loss, backward, AdamW lr 1e-4), batch 4, sequence 128",
+    "gpt2-small": "transformers GPT2LMHeadModel, GPT2Config() default sizes (12 layers, 768, vocab 50257), "
+                  "training step (LM loss, backward, AdamW lr 1e-4), batch 4, sequence 128",
+    "mlp": "MLP 784-1024-1024-10, ReLU, cross entropy, SGD lr 0.01, training step, batch 256",
+    "mlp-small": "MLP 64-64-10, ReLU, cross entropy, SGD lr 0.01, training step, batch 32",
+}
+BATCH = {"resnet18": 8, "gpt2": 4, "gpt2-small": 4, "mlp": 256, "mlp-small": 32}
+IMAGE = 112
+SEQ = 128
+
+TORCH_CANDIDATES = ["eager", "inductor", "lazuli"]
+XLA_CANDIDATES = ["xla_lazy", "xla_openxla"]
+
+
+def _import_transformers():
+    """transformers imports scipy when it finds one; the project's torch venv sees Debian's scipy
+    1.10 (system site packages), which fails against that venv's numpy 2. GPT-2 needs no scipy:
+    hide a broken one, as if it were not installed."""
+    try:
+        import scipy.optimize  # noqa: F401
+    except ImportError:
+        for name in [m for m in sys.modules if m == "scipy" or m.startswith("scipy.")]:
+            del sys.modules[name]
+        sys.modules["scipy"] = None  # importlib.util.find_spec("scipy") now says: not installed
+    import transformers
+    return transformers
+
+
+def _gpt2_config(workload):
+    GPT2Config = _import_transformers().GPT2Config
+    if workload == "gpt2-small":
+        return GPT2Config()
+    return GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192, n_positions=SEQ)
+
+
+def build_model(workload):
+    """The model with random weights from seed 0 (nothing can be downloaded here)."""
+    torch.manual_seed(0)
+    if workload == "resnet18":
+        import torchvision
+        return torchvision.models.resnet18(weights=None).eval()
+    if workload.startswith("gpt2"):
+        return _import_transformers().GPT2LMHeadModel(_gpt2_config(workload)).train()
+    sizes = [784, 1024, 1024, 10] if workload == "mlp" else [64, 64, 10]
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).train()
+
+
+def make_inputs(workload, batch):
+    g = torch.Generator().manual_seed(1)
+    if workload == "resnet18":
+        return (torch.randn(batch, 3, IMAGE, IMAGE, generator=g),)
+    if workload.startswith("gpt2"):
+        ids = torch.randint(0, _gpt2_config(workload).vocab_size, (batch, SEQ), generator=g)
+        return (ids,)
+    width = 784 if workload == "mlp" else 64
+    return (torch.randn(batch, width, generator=g), torch.randint(0, 10, (batch,), generator=g))
+
+
+def _step_fn(workload, model):
+    """The function a candidate runs (and torch.compile compiles): inference, or a whole training
+    step with the optimizer inside."""
+    if workload == "resnet18":
+        def infer(x):
+            return model(x)
+        return infer
+    if workload.startswith("gpt2"):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def gpt2_step(ids):
+            opt.zero_grad(set_to_none=True)
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            return loss
+        return gpt2_step
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def mlp_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return mlp_step
+
+
+class Candidate:
+    """One candidate on one workload: `call(batch)` runs one step on that batch size's inputs and
+    returns when its results are computed."""
+
+    def __init__(self, name, workload):
+        self.name, self.workload = name, workload
+        self.inference = workload == "resnet18"
+        self._inputs = {}
+        model = build_model(workload)
+        if name.startswith("xla"):
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            self.device = torch_xla.device()
+            self._xm = xm
+            model = model.to(self.device)
+        else:
+            self.device = None
+        fn = _step_fn(workload, model)
+        if name == "eager" or name == "xla_lazy":
+            self.fn = fn
+        elif name == "inductor":
+            self.fn = torch.compile(fn, backend="inductor")
+        elif name == "lazuli":
+            import lazuli.torch
+            self.fn = torch.compile(fn, backend=lazuli.torch.backend)
+        elif name == "xla_openxla":
+            # openxla: aot_autograd over XLA tensors (training); openxla_eval is inference only.
+            self.fn = torch.compile(fn, backend="openxla")
+        else:
+            raise ValueError(f"unknown candidate {name}")
+
+    def inputs(self, batch):
+        if batch not in self._inputs:
+            ins = make_inputs(self.workload, batch)
+            if self.device is not None:
+                ins = tuple(t.to(self.device) for t in ins)
+                self._xm.mark_step()
+                self._xm.wait_device_ops()
+            self._inputs[batch] = ins
+        return self._inputs[batch]
+
+    def call(self, batch):
+        ins = self.inputs(batch)
+        if self.inference:
+            with torch.no_grad():
+                out = self.fn(*ins)
+        else:
+            out = self.fn(*ins)
+        self.finish()
+        return out
+
+    def finish(self):
+        if self.device is not None:
+            # The lazy device computes at the step barrier; openxla's compiled graphs run
+            # asynchronously too: both end the step with a barrier and a wait.
+            self._xm.mark_step()
+            self._xm.wait_device_ops()
+        elif self.name == "lazuli":
+            import lazuli
+            lazuli.wait()
