@@ -18,9 +18,9 @@ when the entry applies, else a short reason ("alpha != 1 on an integer tensor").
 
 The entries live in lowering_pointwise.py (elementwise ops and activations), lowering_reduce.py
 (reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
-indexing, creation, copies) and lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
-addcmul, addcdiv); importing this module registers them all. Every entry is checked
-against eager PyTorch on the sample inputs of PyTorch's OpInfo database
+indexing, creation, copies), lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
+addcmul, addcdiv) and lowering_attention.py (scaled dot-product attention); importing this
+module registers them all. Every entry is checked against eager PyTorch on the sample inputs of PyTorch's OpInfo database
 (tests/python/torch_frontend/test_opinfo.py; the results are in docs/torch-support.md).
 """
 from __future__ import annotations
@@ -292,16 +292,30 @@ _EXTRA_DECOMPOSITIONS = (
 )
 
 
+# Core decompositions the table overrides with an entry of its own, because the decomposition is
+# wrong for training: PyTorch's decomposition of the CPU flash attention returns the attention
+# weights where the op returns the logsumexp its backward reads (lowering_attention.py).
+_NOT_DECOMPOSED = (
+    "_scaled_dot_product_flash_attention_for_cpu.default",
+)
+
+
+def _overload(name):
+    base, overload = name.rsplit(".", 1)
+    packet = getattr(aten, base, None)
+    return getattr(packet, overload, None) if packet is not None else None
+
+
 @functools.lru_cache(maxsize=None)
 def _decomposition_table():
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
+    for name in _NOT_DECOMPOSED:
+        table.pop(_overload(name), None)
     extra = []
     for name in _EXTRA_DECOMPOSITIONS:
-        base, overload = name.rsplit(".", 1)
-        packet = getattr(aten, base, None)
-        op = getattr(packet, overload, None) if packet is not None else None
+        op = _overload(name)
         if op is not None and op not in TABLE:
             extra.append(op)
     table.update(get_decompositions(extra))
@@ -309,8 +323,8 @@ def _decomposition_table():
 
 
 def decompositions():
-    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions plus
-    the extras above. A new dict each call (callers may add to theirs)."""
+    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions, less
+    _NOT_DECOMPOSED, plus the extras above. A new dict each call (callers may add to theirs)."""
     return dict(_decomposition_table())
 
 
@@ -368,3 +382,4 @@ def cast(t, dt):
 
 # Registers the entries (each module imports `lower` and the helpers above).
 from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001
+from . import lowering_attention  # noqa: E402,F401,I001
