@@ -127,6 +127,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward")
     name = f"graph{next(_GRAPH_IDS)}.{kind}"
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
+    n_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")  # fusing moves them
     support = _LazuliSupport({})
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
@@ -144,8 +145,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward")
     fused.recompile()
     _count("TorchPartition", n_part)
     if _debug_level() > 0:
-        nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
-        _log(f"lazuli.torch: compiled {name}: {nodes} ATen nodes, {n_part} Lazuli partition(s), "
+        _log(f"lazuli.torch: compiled {name}: {n_nodes} ATen nodes, {n_part} Lazuli partition(s), "
              f"{len(report.lines)} node(s) in PyTorch eager" + ("\n" if report.lines else "")
              + "\n".join(report.lines))
 

@@ -4,6 +4,7 @@ inputs, and a lowering that raises while tracing."""
 import copy
 import gc
 import importlib.metadata
+import re
 import warnings
 
 import pytest
@@ -121,6 +122,9 @@ def test_unsupported_dtype_falls_back_between_partitions_and_is_counted(tmp_path
     report = log.read_text()
     assert "fallback aten.mul.Tensor" in report and "dtype float16 not supported" in report
     assert "test_compile.py" in report and "h = y.to(torch.float16) * 3" in report
+    # The graph's size is counted before partitioning (fusing moves the nodes into submodules).
+    nodes = int(re.search(r"compiled graph\d+\.\w+: (\d+) ATen nodes", report).group(1))
+    assert nodes >= 6, report  # mm, relu, two casts, mul, t, mm, sum
 
 
 def test_mutated_input_ends_with_eager_values():
