@@ -259,10 +259,29 @@ class LazuliPartition(torch.nn.Module):
         try:
             return self._run_program(traced, args)
         except lz.Error as e:
-            # As PyTorch reports a failing op: a RuntimeError, here naming the graph's ATen ops
-            # and the user's lines they came from (Lazuli's message names its own op).
-            raise RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {e}\n"
-                               f"  its ATen ops:\n{self._describe()}") from e
+            raise self._as_torch_error(e) from e
+
+    def _as_torch_error(self, error):
+        """A run-time error as eager PyTorch reports it: the type eager raises for that ATen op
+        (IndexError for an embedding's index out of range), the message naming the op and the
+        user's line. Lazuli's error stays the cause. Without a node in the message (out of
+        memory, a failed compile) it is a RuntimeError listing the partition's ATen ops."""
+        text = str(error)
+        node = lowering.node_of_error(self.gm, text)
+        if node is None:
+            return RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {text}\n"
+                                f"  its ATen ops:\n{self._describe()}")
+        detail = text.split("failed when its program ran: ", 1)[-1]
+        detail, _, graph = detail.rpartition(" (graph ")
+        line = user_line(node)
+        # A node a decomposition made names the op the user's code called (nll_loss_forward
+        # for the gather of cross_entropy's decomposition), and that op picks the error type.
+        op = node.meta.get("original_aten") or node.target
+        what = f"node %{node.name}" + (f", {node.target} of its decomposition" if op != node.target else "")
+        return lowering.eager_error_type(op, detail)(
+            f"{detail}, in {op} ({what})"
+            + (f" at {line}" if line else "")
+            + f"\n  (lazuli.torch: {self.name} failed when its program ran; graph {graph.rstrip(')')})")
 
     def _describe(self):
         rows = []

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, FrozenSet, Optional
 import torch
 
 import lazuli as lz
+from lazuli import _C
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -223,12 +224,47 @@ def _constant(gm, node):
     return lz.from_numpy(np.array(value.detach().cpu().numpy(), order="C"))
 
 
+def user_op_name(node) -> str:
+    """The name Lazuli's run-time errors give the ops recorded for `node` (src/ir/origin.h):
+    "aten.gather.default (node %gather_1)"; node_of_error finds the node again from it."""
+    return f"{node.target} (node %{node.name})"
+
+
+def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.fx.Node"]:
+    """The node of `gm` a Lazuli run-time error message names (user_op_name), or None."""
+    import re
+    for name in re.findall(r"\(node %([A-Za-z0-9_]+)\)", message):
+        for node in gm.graph.nodes:
+            if node.name == name:
+                return node
+    return None
+
+
+# ATen ops whose index out of range eager reports as IndexError (checked in eager: embedding,
+# index_select, x[i], x[i] = v, index_copy, a loss target); gather, scatter and index_add raise
+# RuntimeError there, as does any other failure when a program runs.
+_INDEX_ERROR_OPS = frozenset({
+    "embedding", "index_select", "index", "_unsafe_index", "index_put", "_unsafe_index_put",
+    "index_copy", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",
+    "nll_loss2d_backward",
+})
+
+
+def eager_error_type(target, detail: str) -> type:
+    """The exception type eager PyTorch raises where `target` failed as Lazuli's `detail` says."""
+    parts = str(target).split(".")
+    if len(parts) > 1 and parts[1] in _INDEX_ERROR_OPS and "out of range" in detail:
+        return IndexError
+    return RuntimeError
+
+
 def interpret(gm: "torch.fx.GraphModule", *args):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
     output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Each
     result is checked against the node's metadata (dtype, shape) where the graph has it
-    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in."""
+    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in. An op that fails
+    when the program runs names its node (user_op_name)."""
     env = {}
     it = iter(args)
 
@@ -247,7 +283,12 @@ def interpret(gm: "torch.fx.GraphModule", *args):
             entry = lookup(node.target)
             if entry is None:
                 raise NotImplementedError(f"lazuli: no lowering for {node.target} (node {node.name})")
-            env[node] = entry.fn(*a, **kw)
+            # An op that fails when its program runs (an index out of range) names this node.
+            outer = _C._enter_user_op(user_op_name(node))
+            try:
+                env[node] = entry.fn(*a, **kw)
+            finally:
+                _C._exit_user_op(outer)
             _check_result(node, env[node])
         elif node.op == "get_attr":
             env[node] = _constant(gm, node)
