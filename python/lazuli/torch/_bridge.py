@@ -277,11 +277,13 @@ class LazuliPartition(torch.nn.Module):
         # A node a decomposition made names the op the user's code called (nll_loss_forward
         # for the gather of cross_entropy's decomposition), and that op picks the error type.
         op = node.meta.get("original_aten") or node.target
-        what = f"node %{node.name}" + (f", {node.target} of its decomposition" if op != node.target else "")
+        what = f"node %{node.name}"
+        if op != node.target:
+            what += f", {node.target} of its decomposition"
+        where = f" at {line}" if line else ""
         return lowering.eager_error_type(op, detail)(
-            f"{detail}, in {op} ({what})"
-            + (f" at {line}" if line else "")
-            + f"\n  (lazuli.torch: {self.name} failed when its program ran; graph {graph.rstrip(')')})")
+            f"{detail}, in {op} ({what}){where}\n"
+            f"  (lazuli.torch: {self.name} failed when its program ran; graph {graph.rstrip(')')})")
 
     def _describe(self):
         rows = []

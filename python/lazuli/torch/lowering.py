@@ -20,14 +20,16 @@ The entries live in lowering_pointwise.py (elementwise ops and activations), low
 (reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
 indexing, creation, copies), lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
 addcmul, addcdiv) and lowering_attention.py (scaled dot-product attention); importing this
-module registers them all. Every entry is checked against eager PyTorch on the sample inputs of PyTorch's OpInfo database
-(tests/python/torch_frontend/test_opinfo.py; the results are in docs/torch-support.md).
+module registers them all. Every entry is checked against eager PyTorch on the sample inputs of
+PyTorch's OpInfo database (tests/python/torch_frontend/test_opinfo.py; the results are in
+docs/torch-support.md).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import operator
+import re
 from typing import Any, Callable, Dict, FrozenSet, Optional
 
 import torch
@@ -232,7 +234,6 @@ def user_op_name(node) -> str:
 
 def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.fx.Node"]:
     """The node of `gm` a Lazuli run-time error message names (user_op_name), or None."""
-    import re
     for name in re.findall(r"\(node %([A-Za-z0-9_]+)\)", message):
         for node in gm.graph.nodes:
             if node.name == name:

@@ -50,7 +50,8 @@ CHILD = textwrap.dedent("""
     class Net(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1, self.ln, self.fc2 = torch.nn.Linear(12, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+            self.fc1, self.ln = torch.nn.Linear(12, 16), torch.nn.LayerNorm(16)
+            self.fc2 = torch.nn.Linear(16, 4)
 
         def forward(self, x):
             h = x.view(x.size(0), -1)  # the batch size as a SymInt inside the graph

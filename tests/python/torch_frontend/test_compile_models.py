@@ -106,8 +106,8 @@ def _small_vit():
 
 def _images(n, size, classes=10, seed=1):
     g = torch.Generator().manual_seed(seed)
-    return [(torch.randn(2, 3, size, size, generator=g), torch.randint(0, classes, (2,), generator=g))
-            for _ in range(n)]
+    return [(torch.randn(2, 3, size, size, generator=g),
+             torch.randint(0, classes, (2,), generator=g)) for _ in range(n)]
 
 
 def test_vit_inference_matches_eager_and_later_calls_compile_nothing():

@@ -203,8 +203,8 @@ def test_flash_attention_and_its_backward_equal_eager(dtype, n_q, n_k, causal, m
         return None if t is None else lz.from_numpy(np.array(t.numpy(), order="C"))
 
     got = lowering.lookup(fw).fn(lz_(q), lz_(k), lz_(v), 0.0, causal, attn_mask=lz_(m), scale=scale)
-    got += lowering.lookup(bw).fn(lz_(grad), lz_(q), lz_(k), lz_(v), lz_(out), lz_(lse), 0.0, causal,
-                                  attn_mask=lz_(m), scale=scale)
+    got += lowering.lookup(bw).fn(lz_(grad), lz_(q), lz_(k), lz_(v), lz_(out), lz_(lse), 0.0,
+                                  causal, attn_mask=lz_(m), scale=scale)
     tol = dict(rtol=1e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
     for name, g, w in zip(("out", "logsumexp", "grad_q", "grad_k", "grad_v"), got, want):
         torch.testing.assert_close(torch.from_numpy(np.array(g.numpy())), w, msg=name, **tol)
