@@ -3,7 +3,9 @@
 results of its OpInfo check (lazuli.torch.lowering_opinfo, the same cases as
 tests/python/torch_frontend/test_opinfo.py).
 
-    PYTHONPATH=python /work/venv-torch/bin/python tools/gen_torch_support.py [--out docs/torch-support.md]
+    PYTHONPATH=python ~/.cache/lazuli/torch-venv-<hash>/bin/python tools/gen_torch_support.py [--out docs/torch-support.md]
+
+(the torch venv of scripts/torch-venv.sh; the check takes a minute or two).
 """
 import argparse
 import collections
