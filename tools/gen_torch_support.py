@@ -3,7 +3,9 @@
 results of its OpInfo check (lazuli.torch.lowering_opinfo, the same cases as
 tests/python/torch_frontend/test_opinfo.py).
 
-    PYTHONPATH=python /work/venv-torch/bin/python tools/gen_torch_support.py [--out docs/torch-support.md]
+    PYTHONPATH=python ~/.cache/lazuli/torch-venv-<hash>/bin/python tools/gen_torch_support.py [--out docs/torch-support.md]
+
+(the torch venv of scripts/torch-venv.sh; the check takes a minute or two).
 """
 import argparse
 import collections
@@ -66,11 +68,14 @@ def render(per_op, opinfos, fallbacks, totals, failures, seconds):
         "A graph node runs on Lazuli when its overload is listed here, every tensor argument has one",
         "of the listed dtypes, and the conditions hold; anything else runs in PyTorch eager (a",
         "counted fallback, `fallback::aten.<op>`). The decomposition table given to aot_autograd",
-        "(`lowering.decompositions()`) is PyTorch's core ATen decompositions plus a few more; see",
-        "the module.",
+        "(`lowering.decompositions()`) is PyTorch's core ATen decompositions, less the few the",
+        "table keeps whole, plus a few more; see the module.",
         "",
         "Forward / backward: OpInfo samples whose traced graph used the overload and matched eager",
-        "PyTorch (`torch.testing.assert_close`, default tolerances), out of those that lowered",
+        "PyTorch (`torch.testing.assert_close`, default tolerances except "
+        + ", ".join(f"{name} ({', '.join(f'{k} {v:g}' for k, v in tol.items())})"
+                    for name, tol in sorted(lowering_opinfo.TOLERANCES.items()))
+        + ", each with its reason in `lowering_opinfo.TOLERANCES`), out of those that lowered",
         "completely; – where no sample reached it.",
         "",
         "## Totals",

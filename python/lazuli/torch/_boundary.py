@@ -5,7 +5,9 @@ tensor holds the torch tensor, so its storage lives as long as Lazuli needs it. 
 leaves as a torch tensor over Lazuli's buffer, through a numpy array that holds the buffer. Both
 sides then see each other's writes to that memory, as with ``torch.from_numpy``.
 """
-import numpy as np  # noqa: F401  (torch.from_numpy needs numpy's C API loaded)
+import os
+
+import numpy as np  # torch.from_numpy needs numpy's C API loaded
 import torch
 
 import lazuli as lz
@@ -14,6 +16,24 @@ from lazuli import _C
 from .lowering import TORCH_TO_LZ
 
 _CODE = {k: int(v) for k, v in TORCH_TO_LZ.items()}
+
+
+def check_numpy_interop():
+    """Raises ImportError where Lazuli's extension and the numpy imported here disagree on an
+    array's layout. The boundary hands buffers over as numpy arrays; an extension built with an
+    older pybind11 (Debian 12's 2.10) under numpy 2 makes arrays whose every element reads as the
+    first, and every result would be silently wrong. Costs one view of four floats, nothing run."""
+    a = np.arange(1, 5, dtype=np.float32)
+    view = np.asarray(_C._numpy_view(_C._from_memory(a.ctypes.data, _CODE[torch.float32], (4,), a)))
+    if view.dtype != np.float32 or not np.array_equal(view, a):
+        raise ImportError(
+            f"lazuli.torch: numpy {np.__version__} (from {os.path.dirname(np.__file__)}) does not "
+            f"read Lazuli's buffers correctly (got {view.tolist()} for [1.0, 2.0, 3.0, 4.0]); "
+            "use the numpy lazuli was built against (Debian's python3-numpy 1.x: put it first on "
+            "sys.path, or build lazuli against this numpy)")
+
+
+check_numpy_interop()
 
 
 def _check(t, what):

@@ -127,6 +127,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward")
     name = f"graph{next(_GRAPH_IDS)}.{kind}"
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
+    n_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")  # fusing moves them
     support = _LazuliSupport({})
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
@@ -144,8 +145,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward")
     fused.recompile()
     _count("TorchPartition", n_part)
     if _debug_level() > 0:
-        nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")
-        _log(f"lazuli.torch: compiled {name}: {nodes} ATen nodes, {n_part} Lazuli partition(s), "
+        _log(f"lazuli.torch: compiled {name}: {n_nodes} ATen nodes, {n_part} Lazuli partition(s), "
              f"{len(report.lines)} node(s) in PyTorch eager" + ("\n" if report.lines else "")
              + "\n".join(report.lines))
 
@@ -259,10 +259,31 @@ class LazuliPartition(torch.nn.Module):
         try:
             return self._run_program(traced, args)
         except lz.Error as e:
-            # As PyTorch reports a failing op: a RuntimeError, here naming the graph's ATen ops
-            # and the user's lines they came from (Lazuli's message names its own op).
-            raise RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {e}\n"
-                               f"  its ATen ops:\n{self._describe()}") from e
+            raise self._as_torch_error(e) from e
+
+    def _as_torch_error(self, error):
+        """A run-time error as eager PyTorch reports it: the type eager raises for that ATen op
+        (IndexError for an embedding's index out of range), the message naming the op and the
+        user's line. Lazuli's error stays the cause. Without a node in the message (out of
+        memory, a failed compile) it is a RuntimeError listing the partition's ATen ops."""
+        text = str(error)
+        node = lowering.node_of_error(self.gm, text)
+        if node is None:
+            return RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {text}\n"
+                                f"  its ATen ops:\n{self._describe()}")
+        detail = text.split("failed when its program ran: ", 1)[-1]
+        detail, _, graph = detail.rpartition(" (graph ")
+        line = user_line(node)
+        # A node a decomposition made names the op the user's code called (nll_loss_forward
+        # for the gather of cross_entropy's decomposition), and that op picks the error type.
+        op = node.meta.get("original_aten") or node.target
+        what = f"node %{node.name}"
+        if op != node.target:
+            what += f", {node.target} of its decomposition"
+        where = f" at {line}" if line else ""
+        return lowering.eager_error_type(op, detail)(
+            f"{detail}, in {op} ({what}){where}\n"
+            f"  (lazuli.torch: {self.name} failed when its program ran; graph {graph.rstrip(')')})")
 
     def _describe(self):
         rows = []

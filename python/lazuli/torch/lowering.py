@@ -18,21 +18,24 @@ when the entry applies, else a short reason ("alpha != 1 on an integer tensor").
 
 The entries live in lowering_pointwise.py (elementwise ops and activations), lowering_reduce.py
 (reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
-indexing, creation, copies) and lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
-addcmul, addcdiv); importing this module registers them all. Every entry is checked
-against eager PyTorch on the sample inputs of PyTorch's OpInfo database
-(tests/python/torch_frontend/test_opinfo.py; the results are in docs/torch-support.md).
+indexing, creation, copies), lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
+addcmul, addcdiv) and lowering_attention.py (scaled dot-product attention); importing this
+module registers them all. Every entry is checked against eager PyTorch on the sample inputs of
+PyTorch's OpInfo database (tests/python/torch_frontend/test_opinfo.py; the results are in
+docs/torch-support.md).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import operator
+import re
 from typing import Any, Callable, Dict, FrozenSet, Optional
 
 import torch
 
 import lazuli as lz
+from lazuli import _C
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -223,12 +226,46 @@ def _constant(gm, node):
     return lz.from_numpy(np.array(value.detach().cpu().numpy(), order="C"))
 
 
+def user_op_name(node) -> str:
+    """The name Lazuli's run-time errors give the ops recorded for `node` (src/ir/origin.h):
+    "aten.gather.default (node %gather_1)"; node_of_error finds the node again from it."""
+    return f"{node.target} (node %{node.name})"
+
+
+def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.fx.Node"]:
+    """The node of `gm` a Lazuli run-time error message names (user_op_name), or None."""
+    for name in re.findall(r"\(node %([A-Za-z0-9_]+)\)", message):
+        for node in gm.graph.nodes:
+            if node.name == name:
+                return node
+    return None
+
+
+# ATen ops whose index out of range eager reports as IndexError (checked in eager: embedding,
+# index_select, x[i], x[i] = v, index_copy, a loss target); gather, scatter and index_add raise
+# RuntimeError there, as does any other failure when a program runs.
+_INDEX_ERROR_OPS = frozenset({
+    "embedding", "index_select", "index", "_unsafe_index", "index_put", "_unsafe_index_put",
+    "index_copy", "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward",
+    "nll_loss2d_backward",
+})
+
+
+def eager_error_type(target, detail: str) -> type:
+    """The exception type eager PyTorch raises where `target` failed as Lazuli's `detail` says."""
+    parts = str(target).split(".")
+    if len(parts) > 1 and parts[1] in _INDEX_ERROR_OPS and "out of range" in detail:
+        return IndexError
+    return RuntimeError
+
+
 def interpret(gm: "torch.fx.GraphModule", *args):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
     output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Each
     result is checked against the node's metadata (dtype, shape) where the graph has it
-    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in."""
+    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in. An op that fails
+    when the program runs names its node (user_op_name)."""
     env = {}
     it = iter(args)
 
@@ -247,7 +284,12 @@ def interpret(gm: "torch.fx.GraphModule", *args):
             entry = lookup(node.target)
             if entry is None:
                 raise NotImplementedError(f"lazuli: no lowering for {node.target} (node {node.name})")
-            env[node] = entry.fn(*a, **kw)
+            # An op that fails when its program runs (an index out of range) names this node.
+            outer = _C._enter_user_op(user_op_name(node))
+            try:
+                env[node] = entry.fn(*a, **kw)
+            finally:
+                _C._exit_user_op(outer)
             _check_result(node, env[node])
         elif node.op == "get_attr":
             env[node] = _constant(gm, node)
@@ -292,16 +334,30 @@ _EXTRA_DECOMPOSITIONS = (
 )
 
 
+# Core decompositions the table overrides with an entry of its own, because the decomposition is
+# wrong for training: PyTorch's decomposition of the CPU flash attention returns the attention
+# weights where the op returns the logsumexp its backward reads (lowering_attention.py).
+_NOT_DECOMPOSED = (
+    "_scaled_dot_product_flash_attention_for_cpu.default",
+)
+
+
+def _overload(name):
+    base, overload = name.rsplit(".", 1)
+    packet = getattr(aten, base, None)
+    return getattr(packet, overload, None) if packet is not None else None
+
+
 @functools.lru_cache(maxsize=None)
 def _decomposition_table():
     from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
+    for name in _NOT_DECOMPOSED:
+        table.pop(_overload(name), None)
     extra = []
     for name in _EXTRA_DECOMPOSITIONS:
-        base, overload = name.rsplit(".", 1)
-        packet = getattr(aten, base, None)
-        op = getattr(packet, overload, None) if packet is not None else None
+        op = _overload(name)
         if op is not None and op not in TABLE:
             extra.append(op)
     table.update(get_decompositions(extra))
@@ -309,8 +365,8 @@ def _decomposition_table():
 
 
 def decompositions():
-    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions plus
-    the extras above. A new dict each call (callers may add to theirs)."""
+    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions, less
+    _NOT_DECOMPOSED, plus the extras above. A new dict each call (callers may add to theirs)."""
     return dict(_decomposition_table())
 
 
@@ -368,3 +424,4 @@ def cast(t, dt):
 
 # Registers the entries (each module imports `lower` and the helpers above).
 from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001
+from . import lowering_attention  # noqa: E402,F401,I001

@@ -59,3 +59,16 @@ def test_unsupported_dtype_raises_naming_it():
         to_lazuli(torch.ones(2, dtype=torch.float16))
     with pytest.raises(TypeError, match="lazuli.Tensor"):
         to_torch(torch.ones(2))
+
+
+def test_a_numpy_that_misreads_lazulis_buffers_fails_the_import_instead_of_the_results(monkeypatch):
+    # Seen on this project's machine: numpy 2 under an extension built with pybind11 2.10 made
+    # arrays whose every element read as the first, and every bridge result was silently wrong.
+    from lazuli import _C
+    from lazuli.torch import _boundary
+
+    _boundary.check_numpy_interop()  # this environment reads them correctly
+    monkeypatch.setattr(_C, "_numpy_view", lambda t: np.lib.stride_tricks.as_strided(
+        np.ones(1, dtype=np.float32), shape=(4,), strides=(0,)))
+    with pytest.raises(ImportError, match=r"does not read Lazuli's buffers correctly"):
+        _boundary.check_numpy_interop()

@@ -4,6 +4,7 @@ inputs, and a lowering that raises while tracing."""
 import copy
 import gc
 import importlib.metadata
+import re
 import warnings
 
 import pytest
@@ -121,6 +122,9 @@ def test_unsupported_dtype_falls_back_between_partitions_and_is_counted(tmp_path
     report = log.read_text()
     assert "fallback aten.mul.Tensor" in report and "dtype float16 not supported" in report
     assert "test_compile.py" in report and "h = y.to(torch.float16) * 3" in report
+    # The graph's size is counted before partitioning (fusing moves the nodes into submodules).
+    nodes = int(re.search(r"compiled graph\d+\.\w+: (\d+) ATen nodes", report).group(1))
+    assert nodes >= 6, report  # mm, relu, two casts, mul, t, mm, sum
 
 
 def test_mutated_input_ends_with_eager_values():
@@ -228,8 +232,9 @@ def test_error_when_a_program_runs_is_a_runtime_error_naming_the_aten_op_and_lin
 
 # ---- training: loss, parameters and optimizer state equal to eager over several steps ----------
 
-def _train(opt_cls, compile_step, steps=4, **opt_kw):
-    model = mlp(seed=1)
+def _train(opt_cls, backend, steps=4, dtype=torch.float32, **opt_kw):
+    """`steps` optimizer steps of mlp(seed=1) on fixed data; backend None runs eager."""
+    model = mlp(seed=1).to(dtype)
     opt = opt_cls(model.parameters(), lr=0.05, **opt_kw)
 
     def step(x, y):
@@ -239,11 +244,16 @@ def _train(opt_cls, compile_step, steps=4, **opt_kw):
         opt.step()
         return loss
 
-    fn = torch.compile(step, backend=BACKEND) if compile_step else step
-    torch.manual_seed(7)
+    fn = torch.compile(step, backend=backend) if backend is not None else step
+    # Data seed 0: with seed 7 (used before) one first-step gradient is a near-total cancellation
+    # (three terms of 1e-2 summing to -2.6e-7), and Adam's first update lr * g / (|g| + eps) of
+    # such a g is float32 rounding noise: any two float32 implementations move that weight 1e-5
+    # apart (eager was 1.6e-5 from float64, Lazuli 5e-5). The conditioning check below keeps
+    # the data free of such a case.
+    torch.manual_seed(0)
     losses, marks = [], []
     for _ in range(steps):
-        x, y = torch.randn(6, 8), torch.randn(6, 4)
+        x, y = torch.randn(6, 8).to(dtype), torch.randn(6, 4).to(dtype)
         losses.append(fn(x, y).detach())
         marks.append((counter("TorchTrace"), counter("UncachedCompile"), counter("TorchGraphCompiled")))
     return model, opt, losses, marks
@@ -253,23 +263,29 @@ def _train(opt_cls, compile_step, steps=4, **opt_kw):
                                         (torch.optim.AdamW, {"weight_decay": 0.1})],
                          ids=["SGD", "Adam", "AdamW"])
 def test_training_step_with_optimizer_matches_eager(opt_cls, kw):
-    m_e, opt_e, losses_e, _ = _train(opt_cls, False, **kw)
-    m_c, opt_c, losses_c, marks = _train(opt_cls, True, **kw)
+    m_e, opt_e, losses_e, _ = _train(opt_cls, None, **kw)
+    m_64, _, _, _ = _train(opt_cls, None, dtype=torch.float64, **kw)
+    # The data is well-conditioned: eager float32 itself is float64's result to 1e-6.
+    for p, q in zip(m_e.parameters(), m_64.parameters()):
+        torch.testing.assert_close(p.double(), q, rtol=0, atol=1e-6)
+    torch._dynamo.reset()
+    m_a, _, _, _ = _train(opt_cls, "aot_eager", **kw)
+    torch._dynamo.reset()
+    m_c, opt_c, losses_c, marks = _train(opt_cls, BACKEND, **kw)
     for a, b in zip(losses_c, losses_e):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    # Compiled, Adam's bias corrections are float32 tensor math (eager: Python floats), which
-    # moves the parameters by ~2e-6 after 4 steps; PyTorch's own aot_eager backend moves them
-    # exactly as much. With the lowering table's _foreach_/sqrt entries (merged after that
-    # measurement) one weight moves 2e-5 after 4 steps: Adam divides by sqrt(v) of near-zero
-    # gradients, which magnifies float32 rounding. Hence atol 5e-5 on values of order 0.1-1 (the
-    # losses still agree to 1e-6); to be narrowed in the next session (issue 11 note).
-    for (n, p), q in zip(m_c.named_parameters(), m_e.parameters()):
-        torch.testing.assert_close(p, q, rtol=1e-5, atol=5e-5, msg=n)
+    # Compiled, torch.optim's Adam takes its tensor-step path: the bias corrections are float32
+    # tensor math (eager: Python floats), which moves the parameters by ~2e-6 after 4 steps under
+    # PyTorch's own aot_eager backend too. Against aot_eager (the same ATen program on PyTorch's
+    # kernels) the parameters agree to float32 rounding.
+    for (n, p), q, r in zip(m_c.named_parameters(), m_e.parameters(), m_a.parameters()):
+        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6, msg=n)
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=5e-6, msg=n)
     for p, q in zip(m_c.parameters(), m_e.parameters()):
         assert opt_c.state[p].keys() == opt_e.state[q].keys()
         for k, v in opt_c.state[p].items():
             torch.testing.assert_close(torch.as_tensor(v), torch.as_tensor(opt_e.state[q][k]),
-                                       rtol=1e-5, atol=1e-5, msg=k)
+                                       rtol=1e-5, atol=1e-6, msg=k)
     # Steady state: the last steps trace, compile and hand over nothing new.
     assert marks[-1] == marks[-2], marks
     assert counter("TorchReplay") > 0

@@ -171,3 +171,48 @@ def test_direct_cases_cover_the_opinfo_gaps():
     gaps = {str(op).replace("aten.", "") for op, why in lowering_opinfo.NOT_IN_OPINFO.items()
             if "test_lowering_table" in why}
     assert gaps == set(DIRECT)
+
+
+# ---- attention: kept whole (PyTorch's decomposition is for inference only) -------------------
+
+def _attention_case(dtype, n_q, n_k, causal, mask):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=g, dtype=dtype) for n in (n_q, n_k, n_k))
+    m = None
+    if mask is not None:
+        m = torch.randn(n_q, n_k, generator=g, dtype=dtype)
+        if mask == "a fully masked row":
+            m[1] = -float("inf")
+    return q, k, v, m
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n_q,n_k,causal,mask", [(4, 4, False, None), (3, 6, True, None),
+                                                 (3, 5, False, "additive"),
+                                                 (3, 5, False, "a fully masked row")])
+def test_flash_attention_and_its_backward_equal_eager(dtype, n_q, n_k, causal, mask):
+    fw = aten._scaled_dot_product_flash_attention_for_cpu.default
+    bw = aten._scaled_dot_product_flash_attention_for_cpu_backward.default
+    q, k, v, m = _attention_case(dtype, n_q, n_k, causal, mask)
+    scale = None if mask is None else 0.3
+    out, lse = fw(q, k, v, 0.0, causal, attn_mask=m, scale=scale)
+    grad = torch.randn_like(out)
+    want = (out, lse) + bw(grad, q, k, v, out, lse, 0.0, causal, attn_mask=m, scale=scale)
+
+    def lz_(t):
+        return None if t is None else lz.from_numpy(np.array(t.numpy(), order="C"))
+
+    got = lowering.lookup(fw).fn(lz_(q), lz_(k), lz_(v), 0.0, causal, attn_mask=lz_(m), scale=scale)
+    got += lowering.lookup(bw).fn(lz_(grad), lz_(q), lz_(k), lz_(v), lz_(out), lz_(lse), 0.0,
+                                  causal, attn_mask=lz_(m), scale=scale)
+    tol = dict(rtol=1e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
+    for name, g, w in zip(("out", "logsumexp", "grad_q", "grad_k", "grad_v"), got, want):
+        torch.testing.assert_close(torch.from_numpy(np.array(g.numpy())), w, msg=name, **tol)
+
+
+def test_attention_is_not_decomposed_so_its_backward_gets_the_logsumexp():
+    # PyTorch's decomposition returns the attention weights as the logsumexp (export only), and
+    # the backward op then computes wrong gradients from them.
+    assert aten._scaled_dot_product_flash_attention_for_cpu.default not in lowering.decompositions()
+    assert lowering.why_not(aten._scaled_dot_product_flash_attention_for_cpu.default,
+                            (torch.empty(1, 2, 3, 4),) * 3, {"dropout_p": 0.1}) == "dropout_p=0.1"
