@@ -50,6 +50,16 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const IntList& output_padding = {0}, int64_t groups = 1,
                         const IntList& dilation = {1});
 
+// The gradients of a convolution (as torch.nn.grad.conv2d_input / conv2d_weight): the input
+// gradient for an input of `input_shape`, the weight gradient for a weight of `weight_shape`.
+// One or two spatial dims, given by the shapes.
+Tensor conv_input_grad(const IntList& input_shape, const Tensor& weight, const Tensor& grad_output,
+                       const IntList& stride = {1}, const IntList& padding = {0},
+                       const IntList& dilation = {1}, int64_t groups = 1);
+Tensor conv_weight_grad(const Tensor& input, const IntList& weight_shape, const Tensor& grad_output,
+                        const IntList& stride = {1}, const IntList& padding = {0},
+                        const IntList& dilation = {1}, int64_t groups = 1);
+
 // ---- pooling (an empty stride means the kernel size) ----
 // (values, indices): indices are flat offsets within each input plane, as PyTorch's.
 std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const IntList& kernel_size,
@@ -75,6 +85,13 @@ Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& st
                   const IntList& padding = {0}, bool ceil_mode = false,
                   bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
+// The input gradient of avg_pool1d/2d (the spatial dims are kernel_size's) for an input of
+// `input_shape`, as ATen's avg_pool2d_backward.
+Tensor avg_pool_input_grad(const Tensor& grad_output, const IntList& input_shape,
+                           const IntList& kernel_size, const IntList& stride = {},
+                           const IntList& padding = {0}, bool ceil_mode = false,
+                           bool count_include_pad = true,
+                           std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool1d(const Tensor& x, const IntList& output_size);
 Tensor adaptive_avg_pool2d(const Tensor& x, const IntList& output_size);
 

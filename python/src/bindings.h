@@ -75,7 +75,8 @@ void bind_runtime(py::module_& m);
 void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_debug(py::module_& m);
 void bind_bridge(py::module_& m);
-void bind_nn(py::module_& m);  // nn_bindings.cpp
+// conv, pooling, normalization into m._nn (nn_bindings.cpp), after bind_composites made it.
+void bind_nn_layers(py::module_& m);
 // Safetensors files for lz.save / lz.load (serialize_bindings.cpp).
 void bind_serialize(py::module_& m);
 // tril, masked_fill, flip, roll, norms, F.pad/interpolate... (composite_bindings.cpp).

@@ -213,9 +213,9 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_runtime(m);
   lzpy::bind_debug(m);
   lzpy::bind_bridge(m);
-  lzpy::bind_nn(m);
   lzpy::bind_serialize(m);
   lzpy::bind_composites(m, tensor_cls);
+  lzpy::bind_nn_layers(m);  // into the _nn submodule bind_composites made
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

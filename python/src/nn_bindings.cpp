@@ -1,5 +1,6 @@
-// lazuli._C: convolution, pooling and normalization (lz::nn, include/lazuli/nn.h), under the names
-// lz.nn.functional re-exports. Ints or tuples of ints convert as PyTorch's _pair does; None for
+// lazuli._C._nn: convolution, pooling and normalization (lz::nn, include/lazuli/nn.h), beside the
+// composites of composite_bindings.cpp, under the names lz.nn.functional re-exports (so argument
+// errors say "lz.nn.functional.conv2d()"). Ints or tuples of ints convert as PyTorch's _pair does; None for
 // an optional tensor is an undefined Tensor.
 #include "bindings.h"
 
@@ -20,7 +21,8 @@ lz::nn::ConvPadding padding_arg(const py::object& v) {
 
 }  // namespace
 
-void bind_nn(py::module_& m) {
+void bind_nn_layers(py::module_& parent) {
+  py::module_ m = parent.attr("_nn");
   for (int sp : {1, 2}) {
     auto conv = [sp](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias,
                      const py::object& stride, const py::object& padding,
@@ -120,6 +122,43 @@ void bind_nn(py::module_& m) {
       },
       py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
       py::arg("eps") = py::none());
+  // The gradients, as ATen's convolution_backward and torch.nn.grad need them.
+  m.def(
+      "conv_input_grad",
+      [](const py::object& input_shape, const lz::Tensor& w, const lz::Tensor& dy,
+         const py::object& stride, const py::object& padding, const py::object& dilation,
+         int64_t groups) {
+        return lz::nn::conv_input_grad(ints(input_shape, "input_size"), w, dy,
+                                       ints(stride, "stride"), ints(padding, "padding"),
+                                       ints(dilation, "dilation"), groups);
+      },
+      py::arg("input_size"), py::arg("weight"), py::arg("grad_output"), py::arg("stride") = 1,
+      py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def(
+      "conv_weight_grad",
+      [](const lz::Tensor& x, const py::object& weight_shape, const lz::Tensor& dy,
+         const py::object& stride, const py::object& padding, const py::object& dilation,
+         int64_t groups) {
+        return lz::nn::conv_weight_grad(x, ints(weight_shape, "weight_size"), dy,
+                                        ints(stride, "stride"), ints(padding, "padding"),
+                                        ints(dilation, "dilation"), groups);
+      },
+      py::arg("input"), py::arg("weight_size"), py::arg("grad_output"), py::arg("stride") = 1,
+      py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("groups") = 1);
+  m.def(
+      "avg_pool_input_grad",
+      [](const lz::Tensor& dy, const py::object& input_shape, const py::object& kernel,
+         const py::object& stride, const py::object& padding, bool ceil_mode,
+         bool count_include_pad, const py::object& divisor_override) {
+        lz::IntList st = stride.is_none() ? lz::IntList{} : ints(stride, "stride");
+        return lz::nn::avg_pool_input_grad(dy, ints(input_shape, "input_size"),
+                                           ints(kernel, "kernel_size"), st,
+                                           ints(padding, "padding"), ceil_mode, count_include_pad,
+                                           opt_int_arg(divisor_override, "divisor_override"));
+      },
+      py::arg("grad_output"), py::arg("input_size"), py::arg("kernel_size"),
+      py::arg("stride") = py::none(), py::arg("padding") = 0, py::arg("ceil_mode") = false,
+      py::arg("count_include_pad") = true, py::arg("divisor_override") = py::none());
 }
 
 }  // namespace lzpy

@@ -254,7 +254,52 @@ Tensor adaptive_avg_pool_nd(size_t sp, const char* op, const Tensor& x,
   return y;
 }
 
+// A gradient op of the convolution whose input, weight and output shapes are known.
+Tensor conv_grad(OpKind op, const char* name, const Tensor& p, const Tensor& q, const Shape& shape,
+                 size_t sp, const IntList& stride, const IntList& padding,
+                 const IntList& dilation, int64_t groups) {
+  require(p, name, "operand");
+  require(q, name, "operand");
+  ir::ConvAttrs a{per_dim(stride, sp, name, "stride"), per_dim(padding, sp, name, "padding"),
+                  per_dim(dilation, sp, name, "dilation"), groups, shape};
+  DType dt = promote_types(p.dtype(), q.dtype());
+  if (!is_floating(dt)) throw TypeError(std::string(name) + ": needs floating operands");
+  return wrap(node(op, {frontend::cast(frontend::value_of(p, name), dt),
+                        frontend::cast(frontend::value_of(q, name), dt)},
+                   a));
+}
+
 }  // namespace
+
+Tensor conv_input_grad(const IntList& input_shape, const Tensor& weight, const Tensor& grad_output,
+                       const IntList& stride, const IntList& padding, const IntList& dilation,
+                       int64_t groups) {
+  if (input_shape.size() < 3) throw ValueError("conv_input_grad: input_shape needs rank 3 or 4");
+  return conv_grad(OpKind::ConvBackwardInput, "conv_input_grad", grad_output, weight, input_shape,
+                   input_shape.size() - 2, stride, padding, dilation, groups);
+}
+
+Tensor conv_weight_grad(const Tensor& input, const IntList& weight_shape, const Tensor& grad_output,
+                        const IntList& stride, const IntList& padding, const IntList& dilation,
+                        int64_t groups) {
+  if (weight_shape.size() < 3) throw ValueError("conv_weight_grad: weight_shape needs rank 3 or 4");
+  return conv_grad(OpKind::ConvBackwardWeight, "conv_weight_grad", input, grad_output, weight_shape,
+                   weight_shape.size() - 2, stride, padding, dilation, groups);
+}
+
+Tensor avg_pool_input_grad(const Tensor& grad_output, const IntList& input_shape,
+                           const IntList& kernel_size, const IntList& stride,
+                           const IntList& padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor_override) {
+  const char* name = "avg_pool_input_grad";
+  require(grad_output, name, "grad_output");
+  const size_t sp = kernel_size.size();
+  ir::PoolAttrs a = pool_attrs(sp, name, kernel_size, stride, padding, {1}, ceil_mode);
+  a.count_include_pad = count_include_pad;
+  a.divisor = divisor_override.value_or(0);
+  a.shape = input_shape;
+  return wrap(node(OpKind::AvgPoolBackward, {frontend::value_of(grad_output, name)}, a));
+}
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& bias, const IntList& stride,
               const ConvPadding& padding, const IntList& dilation, int64_t groups) {

@@ -337,7 +337,7 @@ def _uniform(shape, bound, dtype=None):
 
 
 # Convolution, pooling and normalization: one implementation, in C++ (lz::nn, include/lazuli/nn.h).
-from .._C import (  # noqa: E402,F401
+from .._C._nn import (  # noqa: E402,F401
     conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d, avg_pool1d,
     avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, batch_norm, group_norm, rms_norm,
 )

@@ -95,8 +95,14 @@ bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b,
               static_cast<const float*>(b.data), ldb, c);
 }
 
+bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
+                       const std::vector<interp::ConstArray>& in, interp::MutArray out);
+
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
                   interp::MutArray out) {
+  if (ir::op_info(op).cls == ir::OpClass::Conv) {
+    return conv_library_call(op, std::get<ir::ConvAttrs>(attrs), in, out);
+  }
   if (op != ir::OpKind::MatMul || out.dtype != DType::Float32) return false;
   const Shape& a = *in[0].shape;
   const Shape& b = *in[1].shape;

@@ -154,7 +154,10 @@ class CpuProgram final : public Executable {
       if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
       return;
     }
-    if (s.kind == PlanStep::MatMul && library_call(s.op, s.attrs, in, out)) return;
+    if ((s.kind == PlanStep::MatMul || s.kind == PlanStep::Library) &&
+        library_call(s.op, s.attrs, in, out)) {
+      return;
+    }
     if (counters_[i]) counters_[i]->add();
     if (s.more_outputs.empty()) return interp::run_kernel(s.op, s.attrs, in, out);
     std::vector<interp::MutArray> outs{out};

@@ -143,7 +143,7 @@ std::string describe_plan(const Plan& plan) {
   };
   int nk = 0, nl = 0, nf = 0;
   for (const PlanStep& s : plan.steps) {
-    (s.kind == PlanStep::Kernel ? nk : s.kind == PlanStep::MatMul ? nl : nf)++;
+    (s.kind == PlanStep::Kernel ? nk : s.kind == PlanStep::Fallback ? nf : nl)++;
   }
   os << "plan: " << plan.steps.size() << " steps (" << nk << " kernel launches of " << plan.kernels.size()
      << " kernels, " << nl << " library calls, " << nf << " fallbacks), " << plan.values.size()
@@ -164,7 +164,7 @@ std::string describe_plan(const Plan& plan) {
       for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);
       os << ") -> " << val(s.output) << "\n";
     } else {
-      os << (s.kind == PlanStep::MatMul ? "library call " : "fallback (reference kernel) ") << ir::op_name(s.op) << " (";
+      os << (s.kind == PlanStep::Fallback ? "fallback (reference kernel) " : "library call ") << ir::op_name(s.op) << " (";
       for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);
       os << ") -> " << val(s.output) << "\n";
     }

@@ -221,7 +221,11 @@ class Planner {
             }
           }
           mat_[i] = true;
-          if (n->op != OpKind::MatMul) note("fallback " + label(n) + ": reference kernel");
+          if (ir::op_info(n->op).cls == ir::OpClass::Conv) {
+            note("library " + label(n) + ": oneDNN (float32), else the reference kernel");
+          } else if (n->op != OpKind::MatMul) {
+            note("fallback " + label(n) + ": reference kernel");
+          }
           break;
         case Kind::Reduce: mat_[i] = true; cost_[i] = 0; break;
         case Kind::View: {
@@ -546,7 +550,9 @@ class Planner {
   void library_or_fallback(const Node* n, const Node* transposed_of = nullptr) {
     const Node* src = transposed_of ? transposed_of : n;
     PlanStep step;
-    step.kind = src->op == OpKind::MatMul ? PlanStep::MatMul : PlanStep::Fallback;
+    step.kind = src->op == OpKind::MatMul                            ? PlanStep::MatMul
+                : ir::op_info(src->op).cls == ir::OpClass::Conv ? PlanStep::Library
+                                                                 : PlanStep::Fallback;
     step.op = src->op;
     step.attrs = src->attrs;
     step.node = idx(src);
@@ -576,7 +582,7 @@ class Planner {
       step.more_outputs.push_back(value_of({n, k}));
       plan_.values[step.more_outputs.back()].def_step = sid;
     }
-    if (step.kind == PlanStep::Fallback) step.counter = "fallback::" + std::string(ir::op_name(n->op));
+    if (step.kind != PlanStep::MatMul) step.counter = "fallback::" + std::string(ir::op_name(n->op));
     plan_.steps.push_back(std::move(step));
   }
 

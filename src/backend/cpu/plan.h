@@ -28,7 +28,9 @@ struct PlanValue {
 };
 
 struct PlanStep {
-  enum Kind : uint8_t { Kernel, MatMul, Fallback } kind;
+  // Library: a library call (convolutions through oneDNN) that may decline a case (a dtype, a
+  // geometry), which then runs its reference kernel, counted as `counter`.
+  enum Kind : uint8_t { Kernel, MatMul, Library, Fallback } kind;
   // Kernel
   int kernel = -1;                  // index into Plan::kernels
   std::vector<int> inputs;          // value per kernel input (-1: index input); MatMul/Fallback: operands
