@@ -1,6 +1,8 @@
-"""Every op of API.md through lazuli and through numpy on random inputs: values and dtypes.
+"""Every op of API.md through lazuli and through numpy on random inputs: values and dtypes on
+every backend (the reference one and the compiled cpu one), and the gradient of every
+differentiable case against central finite differences in float64.
 
-One helper (`check`) and one table (`CASES`). The expected dtype is numpy's result dtype unless the
+One helper (`check`, with `check_gradient`) and one table (`CASES`): a row is an op's whole test. The expected dtype is numpy's result dtype unless the
 case names one: lazuli follows PyTorch's promotion rules, not numpy's, and where they differ the
 case says which PyTorch rule gives the expected dtype.
 """
@@ -77,10 +79,87 @@ def f64(fn):
     return lambda *a: fn(*[x.astype(np.float64) for x in a])
 
 
+def _float_outputs(lz_fn, tensors):
+    return [o for o in _flatten_results(lz_fn(*tensors))
+            if isinstance(o, lz.Tensor) and o.dtype in (lz.float32, lz.float64)]
+
+
+def _weighted_loss(outs, weights):
+    loss = None
+    for o, w in zip(outs, weights):
+        term = (o * lz.tensor(w)).sum()
+        loss = term if loss is None else loss + term
+    return loss
+
+
+def gradients(lz_fn, *arrays):
+    """The gradients (numpy, per floating input index) of L = sum_k <out_k, w_k>, with fixed
+    random weights w over the float64 outputs, from lazuli's autograd on float64 copies of the
+    inputs; None when no float64 output depends on a floating input."""
+    base = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+    floats = [i for i, a in enumerate(base) if a.dtype.kind == "f" and a.size]
+    if not floats:
+        return None
+    ts = [lz.tensor(a) for a in base]
+    for i in floats:
+        ts[i].requires_grad_()
+    outs = [o for o in _float_outputs(lz_fn, ts) if o.requires_grad and o.dtype == lz.float64]
+    if not outs:
+        return None
+    weights = [np.random.default_rng(99 + k).standard_normal(o.shape) for k, o in enumerate(outs)]
+    _weighted_loss(outs, weights).backward()
+    return {i: (ts[i].grad.numpy() if ts[i].grad is not None else np.zeros_like(base[i]))
+            for i in floats}
+
+
+def finite_differences(lz_fn, *arrays, eps=1e-6):
+    """The same gradients by central finite differences of L (each a value read of lazuli)."""
+    base = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+
+    def value(arrs):
+        outs = [o for o in _float_outputs(lz_fn, [lz.tensor(a) for a in arrs])
+                if o.dtype == lz.float64]
+        weights = [np.random.default_rng(99 + k).standard_normal(o.shape) for k, o in enumerate(outs)]
+        return sum(float((o.numpy() * w).sum()) for o, w in zip(outs, weights))
+
+    out = {}
+    for i, a in enumerate(base):
+        if a.dtype.kind != "f" or not a.size:
+            continue
+        numeric = np.zeros_like(a)
+        for j in np.ndindex(a.shape):
+            plus = [x.copy() for x in base]
+            minus = [x.copy() for x in base]
+            plus[i][j] += eps
+            minus[i][j] -= eps
+            numeric[j] = (value(plus) - value(minus)) / (2 * eps)
+        out[i] = numeric
+    return out
+
+
+def check_gradient(lz_fn, *arrays, rtol=1e-4, atol=1e-6):
+    """Lazuli's gradients of the case against finite differences; False when nothing is
+    differentiable (nothing checked)."""
+    analytic = gradients(lz_fn, *arrays)
+    if analytic is None:
+        return False
+    numeric = finite_differences(lz_fn, *arrays)
+    for i, g in analytic.items():
+        np.testing.assert_allclose(g, numeric[i], rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of input {i}")
+    return True
+
+
 class Case:
-    def __init__(self, name, lz_fn, np_fn, inputs, dtype=None, rtol=1e-5, atol=1e-6, xfail=None):
+    """One op's row: its lazuli and numpy forms, inputs, the expected dtype where PyTorch's rules
+    differ from numpy's, tolerances, and `grad=False` for piecewise-constant or kinked cases whose
+    inputs sit on a kink (finite differences are meaningless there; autograd_test.cpp checks their
+    rules at smooth points)."""
+
+    def __init__(self, name, lz_fn, np_fn, inputs, dtype=None, rtol=1e-5, atol=1e-6, xfail=None,
+                 grad=True):
         self.name, self.lz_fn, self.np_fn, self.inputs = name, lz_fn, np_fn, inputs
-        self.dtype, self.rtol, self.atol, self.xfail = dtype, rtol, atol, xfail
+        self.dtype, self.rtol, self.atol, self.xfail, self.grad = dtype, rtol, atol, xfail, grad
 
 
 X = In((3, 4))
@@ -107,11 +186,11 @@ CASES = [
     Case("relu_int", lz.relu, lambda x: np.maximum(x, 0), [I64_34]),
     Case("gelu", lz.gelu, np_gelu, [X], dtype=F32),
     Case("erf", lz.erf, f64(_erf), [X], dtype=F32),
-    Case("floor", lz.floor, np.floor, [ROUNDISH]),
-    Case("ceil", lz.ceil, np.ceil, [ROUNDISH]),
+    Case("floor", lz.floor, np.floor, [ROUNDISH], grad=False),
+    Case("ceil", lz.ceil, np.ceil, [ROUNDISH], grad=False),
     # torch.round rounds half to even, as numpy does.
-    Case("round_half_even", lz.round, np.round, [ROUNDISH]),
-    Case("sign", lz.sign, np.sign, [ROUNDISH]),
+    Case("round_half_even", lz.round, np.round, [ROUNDISH], grad=False),
+    Case("sign", lz.sign, np.sign, [ROUNDISH], grad=False),
     Case("sign_int", lz.sign, np.sign, [I64_34]),
     Case("abs", lz.abs, np.abs, [X]),
     Case("abs_builtin", abs, np.abs, [I32_34]),
@@ -334,9 +413,27 @@ def _params():
 
 
 @pytest.mark.parametrize("case", list(_params()))
-def test_op_matches_numpy(case, rng):
+def test_op_matches_numpy_and_finite_differences(case, rng, backend):
+    """Values and dtypes against numpy on this backend; gradients against finite differences on
+    the reference backend, and on the compiled one against the reference's (the same check, at a
+    fraction of the cost of differencing every element again)."""
     arrays = [spec.make(rng) for spec in case.inputs]
     check(case.lz_fn, case.np_fn, *arrays, dtype=case.dtype, rtol=case.rtol, atol=case.atol)
+    if not case.grad:
+        return
+    if backend == "interp":
+        check_gradient(case.lz_fn, *arrays)
+        return
+    got = gradients(case.lz_fn, *arrays)
+    lz._C._set_backend("interp")
+    try:
+        want = gradients(case.lz_fn, *arrays)
+    finally:
+        lz._C._set_backend(backend)
+    assert (got is None) == (want is None)
+    for i in (want or {}):
+        np.testing.assert_allclose(got[i], want[i], rtol=1e-9, atol=1e-12,
+                                   err_msg=f"gradient of input {i}: cpu against interp")
 
 
 def test_zero_d_float64_numpy_array_makes_float64_tensor():
@@ -346,6 +443,16 @@ def test_zero_d_float64_numpy_array_makes_float64_tensor():
     s = lz.tensor(np.array([1.0, 2.0, 3.0], dtype=np.float32)) + t
     assert s.dtype == lz.float32
     np.testing.assert_allclose(s.numpy(), [3.5, 4.5, 5.5])
+
+
+def test_gradient_helper_detects_a_wrong_gradient():
+    """check_gradient must be able to fail: a function whose recorded gradient is wrong (a detach
+    hides one path) is caught, and the right one passes."""
+    a = np.linspace(0.5, 1.5, 6).reshape(2, 3)
+    assert check_gradient(lambda t: t * t, a)
+    with pytest.raises(AssertionError):
+        check_gradient(lambda t: t * t.detach(), a)
+    assert not check_gradient(lambda t: t.argmax(1), a)  # nothing differentiable: skipped
 
 
 def test_check_helper_detects_wrong_values_and_dtypes():
