@@ -133,7 +133,9 @@ uintptr_t buffer_address(const Tensor& t) {
 // inputs of the same dtypes and shapes: its parameters are the inputs' buffers and the constants
 // the recording uploaded. Made before the recording (it notes the stand-ins' buffers, which a
 // stand-in updated in place no longer holds), compiled after it. It holds the executable itself,
-// so a compile-cache eviction never affects it.
+// so a compile-cache eviction never affects it. Donated pairs (input, output) compute the output
+// into the input's own memory (an in-place update of the caller's tensor: no copy back), as a step
+// barrier's donation does; a failed run leaves such an input as it was (backend.h).
 class WarmProgram {
  public:
   WarmProgram(const std::vector<Tensor>& inputs, std::string name) : name_(std::move(name)) {
@@ -145,7 +147,8 @@ class WarmProgram {
     }
   }
 
-  void compile(const std::vector<Tensor>& outputs) {
+  void compile(const std::vector<Tensor>& outputs,
+               const std::vector<std::pair<int, int>>& donate = {}) {
     if (cap_.exe) throw py::value_error("_WarmProgram: already compiled");
     std::vector<TensorImplPtr> roots;
     for (const Tensor& t : outputs) roots.push_back(t.impl());
@@ -173,6 +176,23 @@ class WarmProgram {
         if (input_buffers_[i] == p) source = static_cast<int>(i);
       }
       param_input_.push_back(source);  // -1: a constant of the recording, kept in cap_.params
+    }
+    for (auto [input, output] : donate) {
+      if (output < 0 || output >= static_cast<int>(out_root_.size())) {
+        throw py::value_error("_WarmProgram: donation to output " + std::to_string(output) +
+                              " out of range");
+      }
+      const int root = out_root_[output];
+      int param = -1;
+      for (size_t k = 0; k < param_input_.size(); ++k) {
+        if (param_input_[k] == input) param = static_cast<int>(k);
+      }
+      // An input the program does not read has no parameter: nothing to reuse. Types must match.
+      if (param < 0 || input >= static_cast<int>(input_types_.size()) ||
+          cap_.root_types[root] != input_types_[input]) {
+        continue;
+      }
+      donations_.emplace_back(param, root);
     }
     // The stand-ins' buffers are not kept: each run brings its own (a torch input's memory).
     for (size_t k = 0; k < cap_.params.size(); ++k) {
@@ -213,7 +233,7 @@ class WarmProgram {
     {
       py::gil_scoped_release r;
       auto lock = lz::lock_executor();
-      lz::schedule_program(cap_.exe, cap_.hash, params, outs, {}, exec, {}, cap_.origins);
+      lz::schedule_program(cap_.exe, cap_.hash, params, outs, donations_, exec, {}, cap_.origins);
     }
     LZ_COUNTER("WarmProgramRun", 1);
     lz::CutRecord record;
@@ -250,6 +270,7 @@ class WarmProgram {
   std::vector<int> param_input_;  // parameter -> input index, -1 for a constant
   std::vector<std::pair<lz::DType, lz::Shape>> input_types_;
   std::vector<lz::BufferPtr> input_buffers_;  // until compiled
+  std::vector<std::pair<int, int>> donations_;  // (parameter, root): computed into the input
 };
 
 }  // namespace
@@ -266,7 +287,8 @@ void bind_bridge(py::module_& m) {
         py::arg("name"), py::arg("n") = 1);
   py::class_<WarmProgram>(m, "_WarmProgram")
       .def(py::init<const std::vector<Tensor>&, std::string>(), py::arg("inputs"), py::arg("name"))
-      .def("compile", &WarmProgram::compile, py::arg("outputs"))
+      .def("compile", &WarmProgram::compile, py::arg("outputs"),
+           py::arg("donate") = std::vector<std::pair<int, int>>{})
       .def("run", &WarmProgram::run, py::arg("inputs"))
       .def_property_readonly("hash", &WarmProgram::hash)
       .def_property_readonly("num_constants", &WarmProgram::num_constants);

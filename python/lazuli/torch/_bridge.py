@@ -12,8 +12,10 @@ The pipeline, per FX graph dynamo hands over:
    recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
    Every call, the first included, then runs that program on the call's inputs: no node is
    recorded and no graph is hashed (the seed's "run the cached graph by hash").
-4. Inputs a partition updates in place (a `copy_` into a placeholder) get the program's new value
-   written back once per call, so they end with eager's values.
+4. Inputs a partition updates in place (a `copy_` into a placeholder: parameters and optimizer
+   state in a training step, BatchNorm's running statistics) are donated: the program computes
+   their new value into the input's own memory, as eager's in-place op would, with no copy back
+   (a non-contiguous input, which crossed as a copy, is copied back once).
 """
 from __future__ import annotations
 
@@ -240,7 +242,9 @@ class LazuliPartition(torch.nn.Module):
                     writebacks.append((arg_of_input[j], len(pending)))
                     pending.append(s)
             if pending:
-                program.compile(pending)
+                # Each updated input donates its memory to its new value (arg index -> input j).
+                input_of_arg = {a: j for j, a in enumerate(arg_of_input)}
+                program.compile(pending, [(input_of_arg[i], k) for i, k in writebacks])
             else:
                 program = None
             if _debug_level() > 0:
@@ -309,8 +313,12 @@ class LazuliPartition(torch.nn.Module):
             else:
                 flat.append(v)
         for i, k in traced.writebacks:
-            with torch.no_grad():
-                args[i].copy_(to_torch(results[k]))  # written once, as eager's in-place op would
+            # Donated: the program wrote the new value into args[i] itself (this waits for it).
+            # An input that crossed as a contiguous copy, or a declined donation, is copied back.
+            if _C._buffer_address(results[k]) != args[i].data_ptr():
+                with torch.no_grad():
+                    args[i].copy_(to_torch(results[k]))
+                _count("TorchWriteBackCopy")
         return torch.utils._pytree.tree_unflatten(flat, traced.spec)
 
     def _refuse(self, error):
