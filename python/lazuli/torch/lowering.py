@@ -425,4 +425,4 @@ def cast(t, dt):
 # Registers the entries (each module imports `lower` and the helpers above).
 from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001
 from . import lowering_attention  # noqa: E402,F401,I001
-from . import lowering_conv  # noqa: E402,F401
+from . import lowering_conv, lowering_sort  # noqa: E402,F401
