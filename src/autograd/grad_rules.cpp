@@ -314,84 +314,23 @@ constexpr GradRule kNone{GradKind::NotDifferentiable};
 }  // namespace
 
 GradRule grad_rule(OpKind op) {
-  switch (op) {
-    case OpKind::DeviceData: return kLeaf;  // a requires-grad tensor's buffer
-    case OpKind::GradLeaf: return kLeaf;    // a requires-grad tensor's pending value
-    case OpKind::Constant: return kNone;
-    case OpKind::Iota: return kNone;
-    case OpKind::RngUniform: return kNone;
-    case OpKind::RngNormal: return kNone;
-    case OpKind::RngAdvance: return kNone;
-    case OpKind::StopGradient: return kNone;
-    case OpKind::Neg: return rule(neg_rule);
-    case OpKind::Abs: return rule(abs_rule);
-    case OpKind::Exp: return rule(exp_rule);
-    case OpKind::Log: return rule(log_rule);
-    case OpKind::Log1p: return rule(log1p_rule);
-    case OpKind::Expm1: return rule(expm1_rule);
-    case OpKind::Sqrt: return rule(sqrt_rule);
-    case OpKind::Rsqrt: return rule(rsqrt_rule);
-    case OpKind::Sin: return rule(sin_rule);
-    case OpKind::Cos: return rule(cos_rule);
-    case OpKind::Tanh: return rule(tanh_rule);
-    case OpKind::Sigmoid: return rule(sigmoid_rule);
-    case OpKind::Relu: return rule(relu_rule);
-    case OpKind::Gelu: return rule(gelu_rule);
-    case OpKind::Erf: return rule(erf_rule);
-    case OpKind::Floor: return rule(zero_rule);
-    case OpKind::Ceil: return rule(zero_rule);
-    case OpKind::Round: return rule(zero_rule);
-    case OpKind::Sign: return rule(zero_rule);
-    case OpKind::Reciprocal: return rule(reciprocal_rule);
-    case OpKind::BitwiseNot: return kNone;
-    case OpKind::Cast: return rule(cast_rule);
-    case OpKind::Add: return rule(add_rule);
-    case OpKind::Sub: return rule(sub_rule);
-    case OpKind::Mul: return rule(mul_rule);
-    case OpKind::Div: return rule(div_rule);
-    case OpKind::FloorDiv: return rule(zero_rule);
-    case OpKind::Remainder: return rule(remainder_rule);
-    case OpKind::Pow: return rule(pow_rule);
-    case OpKind::Maximum: return rule(maximum_rule);
-    case OpKind::Minimum: return rule(minimum_rule);
-    case OpKind::Eq: return kNone;  // bool outputs never require grad
-    case OpKind::Ne: return kNone;
-    case OpKind::Lt: return kNone;
-    case OpKind::Le: return kNone;
-    case OpKind::Gt: return kNone;
-    case OpKind::Ge: return kNone;
-    case OpKind::BitwiseAnd: return kNone;
-    case OpKind::BitwiseOr: return kNone;
-    case OpKind::BitwiseXor: return kNone;
-    case OpKind::Where: return rule(where_rule);
-    case OpKind::ReduceSum: return rule(reduce_sum_rule);
-    case OpKind::ReduceProd: return rule(reduce_prod_rule);
-    case OpKind::ReduceMax: return rule(reduce_extremum_rule);
-    case OpKind::ReduceMin: return rule(reduce_extremum_rule);
-    case OpKind::ArgMax: return kNone;  // integer outputs
-    case OpKind::ArgMin: return kNone;
-    case OpKind::MatMul: return rule(matmul_rule);
-    case OpKind::Reshape: return rule(reshape_rule);
-    case OpKind::Permute: return rule(permute_rule);
-    case OpKind::Expand: return rule(expand_rule);
-    case OpKind::Slice: return rule(slice_rule);
-    case OpKind::Cat: return rule(cat_rule);
-    case OpKind::SliceScatter: return rule(slice_scatter_rule);
-    case OpKind::IndexSelect: return rule(index_select_rule);
-    case OpKind::Gather: return rule(gather_rule);
-    case OpKind::ScatterAdd: return rule(scatter_add_rule);
-    case OpKind::IndexCopy: return rule(index_copy_rule);
-    case OpKind::Sort: return multi_rule(sort_rule);
-    case OpKind::Conv: return rule(conv_rule);
-    case OpKind::ConvBackwardInput: return rule(conv_backward_input_rule);
-    // Recorded only by backward(), which records without grad (there is no create_graph yet).
-    case OpKind::ConvBackwardWeight: return kNone;
-    case OpKind::MaxPool: return multi_rule(max_pool_rule);
-    case OpKind::AvgPool: return rule(avg_pool_rule);
-    case OpKind::AvgPoolBackward: return kNone;  // as ConvBackwardWeight
-    case OpKind::kNumOps: break;
-  }
-  return kNone;
+  // Generated from op_table.def's grad column: a primitive's gradient is decided in its row.
+#define leaf kLeaf
+#define none kNone
+#define vjp(f) rule(f)
+#define multi_vjp(f) multi_rule(f)
+  static constexpr GradRule kRules[] = {
+#define LZ_OP(name, str, cls, arity, outputs, attrs, accepts, result, grad) grad,
+#include "ir/op_table.def"
+#undef LZ_OP
+  };
+#undef leaf
+#undef none
+#undef vjp
+#undef multi_vjp
+  static_assert(std::size(kRules) == static_cast<size_t>(OpKind::kNumOps));
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kRules) ? kRules[i] : kNone;
 }
 
 }  // namespace lz::autograd

@@ -1,6 +1,6 @@
-// One vector-Jacobian product rule per IR primitive, beside the op table (ir/op_table.def).
-// grad_rule() is a switch over every OpKind with no default, so adding a primitive without
-// deciding its gradient does not compile (-Wswitch, warnings are errors).
+// One vector-Jacobian product rule per IR primitive. Which rule a primitive has is its op table
+// row's grad column (ir/op_table.def); grad_rule() is generated from it, so a row without a
+// decision does not compile.
 #pragma once
 #include <vector>
 

@@ -5,7 +5,7 @@ namespace lz::ir {
 const OpInfo& op_info(OpKind k) {
   using namespace dtype_sets;
   static const OpInfo kTable[] = {
-#define LZ_OP(name, str, cls, arity, outputs, attrs, accepts, result)                   \
+#define LZ_OP(name, str, cls, arity, outputs, attrs, accepts, result, grad)                   \
   {str, OpClass::cls, arity, outputs, attrs_index<attrs>(), static_cast<uint8_t>(accepts), \
    ResultDType::result},
 #include "ir/op_table.def"

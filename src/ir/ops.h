@@ -14,7 +14,7 @@
 namespace lz::ir {
 
 enum class OpKind : uint16_t {
-#define LZ_OP(name, str, cls, arity, outputs, attrs, accepts, result) name,
+#define LZ_OP(name, str, cls, arity, outputs, attrs, accepts, result, grad) name,
 #include "ir/op_table.def"
 #undef LZ_OP
   kNumOps
