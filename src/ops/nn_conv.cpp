@@ -148,8 +148,19 @@ Tensor conv_transpose_nd(size_t sp, const char* op, const Tensor& x, const Tenso
       if (o < 1) throw ValueError(desc(op, xb) + ": the output would be empty");
       out.push_back(o);
     }
+    // An output padding of at least the stride (allowed below the dilation) makes the output
+    // larger than any input whose convolution has xb's size: the convolution of `out` has
+    // opad / stride more positions per dim, whose gradients are zero, so xb is padded to them.
+    IntList grow;
+    bool grows = false;
+    for (size_t i = sp; i-- > 0;) {
+      grow.push_back(0);
+      grow.push_back(opad[i] / st[i]);
+      grows = grows || opad[i] >= st[i];
+    }
+    Tensor xg = grows ? lz::nn::pad(xb, grow) : xb;
     ir::ConvAttrs a{st, pad, dil, groups, out};
-    ir::Value xv = frontend::cast(frontend::value_of(xb, op), dt);
+    ir::Value xv = frontend::cast(frontend::value_of(xg, op), dt);
     ir::Value wv = frontend::cast(frontend::value_of(w, op), dt);
     return add_bias(wrap(node(OpKind::ConvBackwardInput, {xv, wv}, a)), bias, op);
   });

@@ -39,11 +39,21 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
                           transposed, output_padding, groups, output_mask):
     gi = gw = gb = None
     if transposed:  # y = conv_transpose(x, w) is the input gradient of conv(y_shape, w)
+        # An output padding of at least the stride gives conv(y_shape, w) output_padding // stride
+        # more positions per dim than x has: x's gradient drops them, and as conv's output
+        # gradient x is extended by zeros to them.
+        spatial = weight.ndim - 2
+        grow = [output_padding[i] // stride[i] for i in range(spatial)]
         if output_mask[0]:
             f = F.conv1d if weight.ndim == 3 else F.conv2d
             gi = f(grad_output, weight, None, stride, padding, dilation, groups)
+            if any(grow):
+                gi = gi[(slice(None), slice(None)) + tuple(slice(0, n) for n in input.shape[2:])]
         if output_mask[1]:
-            gw = G.conv2d_weight(grad_output, tuple(weight.shape), input, stride, padding, dilation,
+            dy = input
+            if any(grow):
+                dy = F.pad(input, [p for g in reversed(grow) for p in (0, g)])
+            gw = G.conv2d_weight(grad_output, tuple(weight.shape), dy, stride, padding, dilation,
                                  groups)
     else:
         if output_mask[0]:

@@ -49,7 +49,9 @@ EXTRA_OPINFOS = (
     "nan_to_num", "clamp_min", "clamp_max", "positive", "select_scatter", "slice_scatter",
     "index_add", "index_copy", "take_along_dim", "outer", "inner", "broadcast_to",
     "nn.functional.cosine_similarity", "nn.functional.normalize", "diag_embed", "rot90",
-    "nn.functional.scaled_dot_product_attention",
+    "nn.functional.scaled_dot_product_attention", "nn.functional.conv1d", "nn.functional.conv2d",
+    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
+    "nn.functional.avg_pool2d",
 )
 # OpInfos also traced whole whose names do not match the entry they reach.
 WHOLE_EXTRA = ("nn.functional.relu", "nn.functional.threshold", "nn.functional.linear", "matmul",
@@ -57,6 +59,12 @@ WHOLE_EXTRA = ("nn.functional.relu", "nn.functional.threshold", "nn.functional.l
 # Random or uninitialized results: compared by shape and dtype only.
 UNORDERED_VALUES = frozenset({"empty", "empty_like", "new_empty", "empty_strided",
                               "new_empty_strided", "empty_permuted"})
+# Ops whose index output is implementation-defined among equal values (eager's CPU sort is not
+# stable for every dtype and size): an index output is checked by the values it selects, and a
+# sort's by being a permutation as well.
+# Each: (the output that holds indices, the dim's position in args, its keyword, its default).
+TIED_INDICES = {"sort": (1, 0, "dim", -1), "argsort": (0, 0, "dim", -1),
+                "topk": (1, 1, "dim", -1)}
 SKIP_OPINFOS = frozenset({"nn.functional.dropout", "bernoulli", "normal", "rand_like",
                           "randn_like", "randint_like", "multinomial", "uniform",
                           "nn.functional.feature_alpha_dropout", "nn.functional.alpha_dropout",
@@ -277,6 +285,28 @@ def _backward_function(case, tensors, call):
     return grads
 
 
+def _check_tied_indices(case, got, want):
+    """An index output of a TIED_INDICES op: the values it selects along the op's dim are eager's,
+    and a full sort's indices are a permutation of that dim."""
+    _, position, keyword, default = TIED_INDICES[case.op.name]
+    args, kwargs = case.sample.args, case.sample.kwargs
+    dim = default
+    if position is not None and len(args) > position:
+        dim = args[position]
+    elif keyword is not None:
+        dim = kwargs.get(keyword, default)
+    x = case.sample.input.detach()
+    if x.dim() == 0:
+        x, got, want = x.reshape(1), got.reshape(1), want.reshape(1)
+    assert got.shape == want.shape and got.dtype == want.dtype, f"{got.dtype}{list(got.shape)}"
+    torch.testing.assert_close(x.gather(dim, got), x.gather(dim, want), equal_nan=True,
+                               rtol=0, atol=0, check_stride=False)
+    if case.op.name != "topk":
+        ordered = torch.arange(x.shape[dim]).view([-1 if d == dim % x.dim() else 1
+                                                   for d in range(x.dim())])
+        torch.testing.assert_close(got.sort(dim).values, ordered.expand_as(got).contiguous())
+
+
 def check(case) -> Result:
     """Runs one case; see the module doc."""
     tensors, call = _flat_function(case)
@@ -329,6 +359,8 @@ def check(case) -> Result:
         try:
             if not isinstance(w, torch.Tensor):
                 assert g == w, f"{g!r} != {w!r}"
+            elif TIED_INDICES.get(case.op.name, (None,))[0] == k:
+                _check_tied_indices(case, g, w)
             elif case.op.name in UNORDERED_VALUES:
                 assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{list(g.shape)}"
             else:

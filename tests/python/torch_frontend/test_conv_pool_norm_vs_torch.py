@@ -56,7 +56,10 @@ def test_conv1d_matches_torch(backend, kw):
 
 
 @pytest.mark.parametrize("kw", [{}, dict(stride=2, padding=1, output_padding=1),
-                                dict(stride=(2, 1), padding=(0, 1), groups=2, dilation=(1, 2))])
+                                dict(stride=(2, 1), padding=(0, 1), groups=2, dilation=(1, 2)),
+                                # output padding at least the stride (below the dilation)
+                                dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
+                                     groups=2, dilation=(4, 4))])
 def test_conv_transpose2d_matches_torch(backend, kw):
     g = kw.get("groups", 1)
     _run(lambda x, w, b: F.conv_transpose2d(x, w, b, **kw),
