@@ -52,11 +52,15 @@ Out read(const Tensor& t) {
     case DType::Float32:
       for (float v : t.to_vector<float>()) o.f.push_back(v);
       break;
-    case DType::Float64: o.f = t.to_vector<double>(); break;
+    case DType::Float64:
+      o.f = t.to_vector<double>();
+      break;
     case DType::Int32:
       for (int32_t v : t.to_vector<int32_t>()) o.i.push_back(v);
       break;
-    case DType::Int64: o.i = t.to_vector<int64_t>(); break;
+    case DType::Int64:
+      o.i = t.to_vector<int64_t>();
+      break;
     case DType::Bool:
       for (bool v : t.to_vector<bool>()) o.i.push_back(v);
       break;
@@ -65,7 +69,8 @@ Out read(const Tensor& t) {
 }
 
 // Runs `program` on `backend` as one synced program; an error goes to *error.
-std::vector<Out> run_on(const std::string& backend, const std::function<std::vector<Tensor>()>& program,
+std::vector<Out> run_on(const std::string& backend,
+                        const std::function<std::vector<Tensor>()>& program,
                         std::string* error = nullptr) {
   lz::wait();
   set_active_backend(backend);
@@ -103,7 +108,8 @@ int fallbacks(const cpu::Plan& p) {
 }
 
 // Both backends give the same outputs: integers exactly, floats within rtol (0: bit for bit).
-void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol, const std::string& what) {
+void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol,
+                  const std::string& what) {
   std::vector<Out> ref = run_on("interp", program), got = run_on("cpu", program);
   ASSERT_EQ(ref.size(), got.size()) << what;
   for (size_t k = 0; k < ref.size(); ++k) {
@@ -175,11 +181,13 @@ TEST_F(CpuIndexKernels, GatherAgreesWithTheReferenceOnRandomShapes) {
     Tensor x = g.floats(xs), idx = g.index(is, xs[dim], dt);
     auto program = [&] {
       Tensor plain = gather(x, dim, idx);
-      Tensor fused = gather(exp(x) * 0.5f, dim, idx + 0) * 3.0f - 1.0f;  // producer and consumer fused
+      Tensor fused =
+          gather(exp(x) * 0.5f, dim, idx + 0) * 3.0f - 1.0f;  // producer and consumer fused
       return std::vector<Tensor>{plain, fused, sum(gather(x, dim, idx))};
     };
     const std::string what = "seed " + std::to_string(seed) + " x" + shape_text(xs) + " index" +
-                             shape_text(is) + " " + std::string(dtype_name(dt)) + " dim " + std::to_string(dim);
+                             shape_text(is) + " " + std::string(dtype_name(dt)) + " dim " +
+                             std::to_string(dim);
     EXPECT_EQ(fallbacks(plan_of(program())), 0) << what;
     expect_agree(program, 1e-6, what);
   }
@@ -196,7 +204,8 @@ TEST_F(CpuIndexKernels, IndexSelectAgreesWithTheReferenceOnRandomShapes) {
     Tensor xi = cast(g.index(xs, 1000, DType::Int64), DType::Int32);
     auto program = [&] {
       Tensor sel = index_select(x, dim, idx);
-      Tensor through_transpose = index_select(x * 2.0f + 1.0f, dim, idx).transpose(0, rank - 1) + 0.5f;
+      Tensor through_transpose =
+          index_select(x * 2.0f + 1.0f, dim, idx).transpose(0, rank - 1) + 0.5f;
       return std::vector<Tensor>{sel, through_transpose, index_select(xi, dim, idx)};
     };
     const std::string what = "seed " + std::to_string(seed) + " x" + shape_text(xs) + " " +
@@ -228,7 +237,8 @@ TEST_F(CpuIndexKernels, ScatterAddAgreesBitForBitWithRepeatedIndices) {
       return std::vector<Tensor>{plain, fused, ints};
     };
     const std::string what = "seed " + std::to_string(seed) + " base" + shape_text(bs) + " src" +
-                             shape_text(ss) + " index" + shape_text(is) + " dim " + std::to_string(dim);
+                             shape_text(ss) + " index" + shape_text(is) + " dim " +
+                             std::to_string(dim);
     EXPECT_EQ(fallbacks(plan_of(program())), 0) << what;
     expect_agree(program, 0, what);  // each target sums in the reference's order
   }
@@ -245,9 +255,11 @@ TEST_F(CpuIndexKernels, IndexCopyAgreesWithTheReferenceAndTheLastRepeatWins) {
     const DType dt = g.index_dtype();
     Tensor base = g.floats(bs), src = g.floats(ss), idx = g.index({ss[dim]}, bs[dim], dt);
     auto program = [&] {
-      return std::vector<Tensor>{index_copy(base, dim, idx, src), index_copy(base + 1.0f, dim, idx, src * src)};
+      return std::vector<Tensor>{index_copy(base, dim, idx, src),
+                                 index_copy(base + 1.0f, dim, idx, src * src)};
     };
-    const std::string what = "seed " + std::to_string(seed) + " base" + shape_text(bs) + " dim " + std::to_string(dim);
+    const std::string what =
+        "seed " + std::to_string(seed) + " base" + shape_text(bs) + " dim " + std::to_string(dim);
     EXPECT_EQ(fallbacks(plan_of(program())), 0) << what;
     expect_agree(program, 0, what);
   }
@@ -272,7 +284,8 @@ TEST_F(CpuIndexKernels, ALargeScatterSplitOverThreadsAgreesBitForBit) {
 // "<op>: index V is out of range for dim D of size S" from an error message.
 std::string index_error(const std::string& message) {
   std::smatch m;
-  static const std::regex re("[a-z_]+: index -?[0-9]+ is out of range for dim [0-9]+ of size [0-9]+");
+  static const std::regex re(
+      "[a-z_]+: index -?[0-9]+ is out of range for dim [0-9]+ of size [0-9]+");
   return std::regex_search(message, m, re) ? m.str() : "";
 }
 
@@ -282,11 +295,30 @@ TEST_F(CpuIndexKernels, AnOutOfRangeIndexIsReportedAsTheReferenceReportsIt) {
   const std::vector<int64_t> bad = {1, 0, 2, 9, 3, -4, 7, 1};
   for (DType dt : {DType::Int32, DType::Int64}) {
     const std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> programs = {
-        {"gather", [&] { return std::vector<Tensor>{gather(ones({2, 4}) * 2.0f, 1, Gen::values(bad, {2, 4}, dt) + 0)}; }},
-        {"gather in a sum", [&] { return std::vector<Tensor>{sum(gather(ones({2, 4}), 1, Gen::values(bad, {2, 4}, dt) + 0))}; }},
-        {"index_select", [&] { return std::vector<Tensor>{index_select(ones({4, 3}), 0, Gen::values(bad, {8}, dt) + 0)}; }},
-        {"scatter_add", [&] { return std::vector<Tensor>{scatter_add(zeros({2, 4}), 1, Gen::values(bad, {2, 4}, dt) + 0, ones({2, 4}))}; }},
-        {"index_copy", [&] { return std::vector<Tensor>{index_copy(zeros({4, 2}), 0, Gen::values(bad, {8}, dt) + 0, ones({8, 2}))}; }},
+        {"gather",
+         [&] {
+           return std::vector<Tensor>{
+               gather(ones({2, 4}) * 2.0f, 1, Gen::values(bad, {2, 4}, dt) + 0)};
+         }},
+        {"gather in a sum",
+         [&] {
+           return std::vector<Tensor>{
+               sum(gather(ones({2, 4}), 1, Gen::values(bad, {2, 4}, dt) + 0))};
+         }},
+        {"index_select",
+         [&] {
+           return std::vector<Tensor>{index_select(ones({4, 3}), 0, Gen::values(bad, {8}, dt) + 0)};
+         }},
+        {"scatter_add",
+         [&] {
+           return std::vector<Tensor>{
+               scatter_add(zeros({2, 4}), 1, Gen::values(bad, {2, 4}, dt) + 0, ones({2, 4}))};
+         }},
+        {"index_copy",
+         [&] {
+           return std::vector<Tensor>{
+               index_copy(zeros({4, 2}), 0, Gen::values(bad, {8}, dt) + 0, ones({8, 2}))};
+         }},
     };
     for (const auto& [name, program] : programs) {
       std::string ref_error, cpu_error;
@@ -296,7 +328,8 @@ TEST_F(CpuIndexKernels, AnOutOfRangeIndexIsReportedAsTheReferenceReportsIt) {
       ASSERT_FALSE(expected.empty()) << name << ": " << ref_error;
       EXPECT_EQ(index_error(cpu_error), expected) << name << ": " << cpu_error;
       EXPECT_NE(cpu_error.find("failed when its program ran"), std::string::npos) << cpu_error;
-      EXPECT_EQ(counter((std::string("fallback::") + name.substr(0, name.find(' '))).c_str()), 0) << name;
+      EXPECT_EQ(counter((std::string("fallback::") + name.substr(0, name.find(' '))).c_str()), 0)
+          << name;
     }
   }
 }
@@ -362,14 +395,18 @@ TEST_F(CpuIndexKernels, ANewBatchSizeOfAnEmbeddingStepCompilesNoKernel) {
 TEST_F(CpuFloat32Sums, AColumnSumOfMoreThanTwoToThe24OnesIsExact) {
   // A float32 accumulator stops at 2^24 (2^24 + 1 rounds back to it).
   const int64_t n = (int64_t{1} << 24) + 2;
-  std::vector<Out> got = run_on("cpu", [&] { return std::vector<Tensor>{sum(ones({n, 2}) * 1.0f, {0})}; });
+  std::vector<Out> got = run_on("cpu", [&] {
+    return std::vector<Tensor>{sum(ones({n, 2}) * 1.0f, {0})};
+  });
   EXPECT_EQ(got[0].f, (std::vector<double>{static_cast<double>(n), static_cast<double>(n)}));
 }
 
 TEST_F(CpuFloat32Sums, ARowSumOverAShortInnerDimOfMoreThanTwoToThe24OnesIsExact) {
   // The reduced dims (0, 2) do not merge: the innermost loop is 3 long, the count 3 * 2^23.
   const int64_t n = int64_t{1} << 23;
-  std::vector<Out> got = run_on("cpu", [&] { return std::vector<Tensor>{sum(ones({n, 2, 3}) * 1.0f, {0, 2})}; });
+  std::vector<Out> got = run_on("cpu", [&] {
+    return std::vector<Tensor>{sum(ones({n, 2, 3}) * 1.0f, {0, 2})};
+  });
   EXPECT_EQ(got[0].f, (std::vector<double>{3.0 * n, 3.0 * n}));
 }
 

@@ -598,7 +598,7 @@ class Emitter {
   // Float32 sums accumulate in double: a column reduction in a tile of kColTile outputs, a row
   // reduction in float32 over blocks of kRowBlock elements of the innermost dim (vectorized, split
   // across lanes), each block's sum added to a double. The order depends only on the shape.
-  static constexpr int64_t kColTile = 512;
+  static constexpr int64_t kColTile = 2048;
   static constexpr int64_t kRowBlock = 1024;
   bool sum_in_double() const {
     return spec_.reduce_op == OpKind::ReduceSum && spec_.out_dtype == DType::Float32 &&
