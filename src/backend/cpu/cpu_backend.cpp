@@ -11,9 +11,9 @@
 #include "backend/cpu/plan.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
+#include "core/debug_write.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
-#include "core/debug_write.h"
 #include "lazuli/error.h"
 
 namespace lz::cpu {
@@ -153,8 +153,8 @@ class CpuProgram final : public Executable {
   // One step: a kernel launch on the pool, a matrix product, or a reference kernel. A reference
   // kernel or a kernel with index checks may throw on bad data (an index out of range); *node
   // is then the failing node.
-  void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr, std::vector<void*>& ptrs,
-                int* node) const {
+  void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr,
+                std::vector<void*>& ptrs, int* node) const {
     if (s.kind == PlanStep::Kernel) {
       if (s.range == 0) return;
       ptrs.clear();
@@ -174,9 +174,9 @@ class CpuProgram final : public Executable {
         // The reference kernel's message (interp/kernels_movement.cpp check_indices).
         const IndexCheck& c = s.checks[static_cast<size_t>(failure.check)];
         *node = c.node;
-        throw IndexError(std::string(ir::op_name(c.op)) + ": index " + std::to_string(failure.value) +
-                         " is out of range for dim " + std::to_string(c.dim) + " of size " +
-                         std::to_string(c.size));
+        throw IndexError(std::string(ir::op_name(c.op)) + ": index " +
+                         std::to_string(failure.value) + " is out of range for dim " +
+                         std::to_string(c.dim) + " of size " + std::to_string(c.size));
       }
       return;
     }

@@ -187,7 +187,8 @@ class Planner {
   enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Opaque };
   Kind kind_of(const Node* n) const {
     if (n->op == OpKind::DeviceData) return Kind::Param;
-    if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n)) return Kind::Fusible;
+    if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
+      return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;
     if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
     if (is_view(n->op)) return Kind::View;
@@ -252,7 +253,8 @@ class Planner {
                              " reads part of it (rule 9)");
         }
       };
-      if ((n->op == OpKind::Slice && kind == Kind::View) || (kind == Kind::Fusible && is_indirect_load(*n))) {
+      if ((n->op == OpKind::Slice && kind == Kind::View) ||
+          (kind == Kind::Fusible && is_indirect_load(*n))) {
         partial_read(n->operands[0].node.get(), ir::op_name(n->op));
       } else if (kind == Kind::Scatter && n->op == OpKind::ScatterAdd &&
                  n->operands[1].shape() != n->operands[2].shape()) {
@@ -288,7 +290,10 @@ class Planner {
           }
           break;
         case Kind::Reduce:
-        case Kind::Scatter: mat_[i] = true; cost_[i] = 0; break;
+        case Kind::Scatter:
+          mat_[i] = true;
+          cost_[i] = 0;
+          break;
         case Kind::View: {
           const Out x = op0(n);
           if (transposed_mm_.count(n)) {
@@ -333,7 +338,8 @@ class Planner {
       if (kind == Kind::Fusible || kind == Kind::View) {
         has_check_[i] = is_indirect_load(*n);
         for (const ir::Value& v : n->operands) {
-          has_check_[i] = has_check_[i] || (!mat_[idx(v.node.get())] && has_check_[idx(v.node.get())]);
+          has_check_[i] =
+              has_check_[i] || (!mat_[idx(v.node.get())] && has_check_[idx(v.node.get())]);
         }
       }
     }
@@ -415,7 +421,8 @@ class Planner {
     for (size_t j = 0; j < shape.size(); ++j) add_dyn(t, v[j].dyn, st[j]);
     return t;
   }
-  static void split_dyn(const DynTerms& t, std::vector<int32_t>* ids, std::vector<int64_t>* strides) {
+  static void split_dyn(const DynTerms& t, std::vector<int32_t>* ids,
+                        std::vector<int64_t>* strides) {
     for (const auto& [e, c] : t) {
       ids->push_back(e);
       strides->push_back(c);
@@ -609,7 +616,8 @@ class Planner {
       step.args.push_back(bits);
     }
     for (const IndexCheck& c : kb.checks) step.args.push_back(c.size);
-    for (const std::vector<int64_t>& d : kb.input_dyn) step.args.insert(step.args.end(), d.begin(), d.end());
+    for (const std::vector<int64_t>& d : kb.input_dyn)
+      step.args.insert(step.args.end(), d.begin(), d.end());
     s.out_dyn.clear();
     for (const auto& [e, c] : out_dyn) {
       s.out_dyn.push_back(e);
@@ -643,15 +651,20 @@ class Planner {
     plan_.steps.push_back(std::move(step));
     note("kernel " + std::to_string(k) + " (" + name.substr(0, 12) + ") computes " + what + ": " +
          std::to_string(s.exprs.size()) + " ops, " + std::to_string(s.inputs.size()) + " inputs, " +
-         scheme_name(scheme) + (kb.checks.empty() ? "" : ", " + std::to_string(kb.checks.size()) + " index check(s)"));
+         scheme_name(scheme) +
+         (kb.checks.empty() ? "" : ", " + std::to_string(kb.checks.size()) + " index check(s)"));
   }
 
   static std::string scheme_name(Scheme s) {
     switch (s) {
-      case Scheme::Elementwise: return "elementwise";
-      case Scheme::RowReduce: return "row reduction";
-      case Scheme::ColReduce: return "column reduction";
-      case Scheme::Scatter: return "scatter";
+      case Scheme::Elementwise:
+        return "elementwise";
+      case Scheme::RowReduce:
+        return "row reduction";
+      case Scheme::ColReduce:
+        return "column reduction";
+      case Scheme::Scatter:
+        return "scatter";
     }
     return "?";
   }
@@ -685,15 +698,17 @@ class Planner {
     const View iv = n->op == OpKind::ScatterAdd ? id : View{id[dim]};
     const int checked = add_check(kb, n, build_expr(kb, index, iv, nullptr), n->shape, dim);
     int val = build_expr(kb, src, id, nullptr);
-    if (val != static_cast<int>(kb.spec.exprs.size()) - 1) {  // memoized earlier: the last is stored
+    if (val !=
+        static_cast<int>(kb.spec.exprs.size()) - 1) {  // memoized earlier: the last is stored
       val = add_expr(kb, {OpKind::Cast, src.dtype(), val, -1, -1, -1, 0});
     }
     View ov = id;
-    ov[dim] = n->shape[dim] == 1 ? zero_row(kb.rank) : Row{0, std::vector<int64_t>(kb.rank, 0), {{checked, 1}}};
+    ov[dim] = n->shape[dim] == 1 ? zero_row(kb.rank)
+                                 : Row{0, std::vector<int64_t>(kb.rank, 0), {{checked, 1}}};
     std::vector<bool> reduced(kb.rank, false);
     reduced[dim] = true;
-    finish_kernel(kb, space, reduced, linear(n->shape, ov, kb.rank), out, label(n), /*scatter=*/true,
-                  linear_dyn(n->shape, ov));
+    finish_kernel(kb, space, reduced, linear(n->shape, ov, kb.rank), out, label(n),
+                  /*scatter=*/true, linear_dyn(n->shape, ov));
   }
 
   void kernel_for(const Node* n) {

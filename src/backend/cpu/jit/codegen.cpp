@@ -152,9 +152,11 @@ class Emitter {
       for (size_t t = 0; t < dyn_of(x).size(); ++t) dyn_strides_[x].push_back(arg(next++));
     }
     if (spec_.nchecks > 0) {
-      sink_ = b_.CreateLoad(b_.getInt8PtrTy(), b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, nin_ + 1));
+      sink_ = b_.CreateLoad(b_.getInt8PtrTy(),
+                            b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, nin_ + 1));
       // The rescan's state (cold path): the smallest failing key so far, its check and value.
-      for (llvm::Value** slot : {&key_slot_, &check_slot_, &value_slot_}) *slot = b_.CreateAlloca(i64);
+      for (llvm::Value** slot : {&key_slot_, &check_slot_, &value_slot_})
+        *slot = b_.CreateAlloca(i64);
     }
     if (spec_.scheme == Scheme::ColReduce && sum_in_double()) {
       tile_ = b_.CreateAlloca(b_.getDoubleTy(), b_.getInt64(kColTile));
@@ -336,7 +338,9 @@ class Emitter {
   }
 
   // ---- the expression at one point ----
-  const std::vector<int32_t>& dyn_of(int x) const { return x < nin_ ? spec_.inputs[x].dyn : spec_.out_dyn; }
+  const std::vector<int32_t>& dyn_of(int x) const {
+    return x < nin_ ? spec_.inputs[x].dyn : spec_.out_dyn;
+  }
 
   // Operand x's position: its affine part plus its dynamic terms (checked index * stride).
   llvm::Value* position(int x, llvm::Value* affine, const std::vector<llvm::Value*>& v) {
@@ -372,14 +376,17 @@ class Emitter {
         }
         case OpKind::DeviceData: {
           DType t = spec_.inputs[e.input].dtype;
-          llvm::Value* p = b_.CreateInBoundsGEP(mem_type(t), ptrs_[e.input], position(e.input, pos[e.input], v));
+          llvm::Value* p =
+              b_.CreateInBoundsGEP(mem_type(t), ptrs_[e.input], position(e.input, pos[e.input], v));
           llvm::LoadInst* l = b_.CreateAlignedLoad(mem_type(t), p, llvm::MaybeAlign(align_of(t)));
           l->setMetadata(llvm::LLVMContext::MD_noalias, out_scope_);
           v[i] = t == DType::Bool ? b_.CreateICmpNE(l, b_.getInt8(0)) : static_cast<llvm::Value*>(l);
           v[i] = convert(v[i], t, e.dtype);
           break;
         }
-        case OpKind::Iota: v[i] = convert(position(e.input, pos[e.input], v), DType::Int64, e.dtype); break;
+        case OpKind::Iota:
+          v[i] = convert(position(e.input, pos[e.input], v), DType::Int64, e.dtype);
+          break;
         case OpKind::Constant: v[i] = scalar_arg(e.input, e.dtype); break;
         case OpKind::Where: v[i] = b_.CreateSelect(v[e.a], v[e.b], v[e.c]); break;
         default:
@@ -535,7 +542,8 @@ class Emitter {
   }
   // `next` plus the flag carried in `prev` updated with the last expression()'s checks.
   Carried flagged(Carried next, const Carried& prev) {
-    if (checked()) next.push_back(b_.CreateOr(prev.back(), b_.CreateZExt(point_bad_, b_.getInt8Ty())));
+    if (checked())
+      next.push_back(b_.CreateOr(prev.back(), b_.CreateZExt(point_bad_, b_.getInt8Ty())));
     return next;
   }
   llvm::BasicBlock* block(const char* name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
@@ -545,7 +553,8 @@ class Emitter {
     auto* then = block("failed");
     auto* cont = block("cont");
     llvm::MDBuilder mdb(ctx_);
-    b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt8(0)), then, cont, mdb.createBranchWeights(1, 1 << 20));
+    b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt8(0)), then, cont,
+                    mdb.createBranchWeights(1, 1 << 20));
     b_.SetInsertPoint(then);
     body();
     b_.CreateBr(cont);
@@ -585,11 +594,14 @@ class Emitter {
     llvm::Value* key = b_.CreateLoad(i64, key_slot_);
     auto* call = block("report");
     auto* done = block("reported");
-    b_.CreateCondBr(b_.CreateICmpNE(key, b_.getInt64(std::numeric_limits<int64_t>::max())), call, done);
+    b_.CreateCondBr(b_.CreateICmpNE(key, b_.getInt64(std::numeric_limits<int64_t>::max())), call,
+                    done);
     b_.SetInsertPoint(call);
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy(), i64, i64, i64}, false);
-    llvm::Value* fp = b_.CreateLoad(fty->getPointerTo(), b_.CreatePointerCast(sink_, fty->getPointerTo()->getPointerTo()));
-    b_.CreateCall(fty, fp, {sink_, key, b_.CreateLoad(i64, check_slot_), b_.CreateLoad(i64, value_slot_)});
+    llvm::Value* fp = b_.CreateLoad(
+        fty->getPointerTo(), b_.CreatePointerCast(sink_, fty->getPointerTo()->getPointerTo()));
+    b_.CreateCall(fty, fp,
+                  {sink_, key, b_.CreateLoad(i64, check_slot_), b_.CreateLoad(i64, value_slot_)});
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
   }
@@ -604,7 +616,9 @@ class Emitter {
     return spec_.reduce_op == OpKind::ReduceSum && spec_.out_dtype == DType::Float32 &&
            (spec_.scheme == Scheme::RowReduce || spec_.scheme == Scheme::ColReduce);
   }
-  llvm::Value* min64(llvm::Value* a, llvm::Value* c) { return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c); }
+  llvm::Value* min64(llvm::Value* a, llvm::Value* c) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+  }
 
   // Elementwise, ColReduce and Scatter: row segments of the innermost dim over [begin, end).
   void emit_segments(llvm::Value* begin, llvm::Value* end) {
@@ -658,21 +672,22 @@ class Emitter {
           return Carried{};
         });
       }
-      Carried f = nest(0, nred, base, with_flag({}), [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-        return loop(b_.getInt64(0), n, c, [&](llvm::Value* j, const Carried& cc) {
-          std::vector<llvm::Value*> pos = inner_pos(rb, j);
-          llvm::Value* v = expression(pos);
-          llvm::Value* at = scatter ? position(out_op(), pos[out_op()], vals_) : pos[out_op()];
-          if (scatter && spec_.reduce_op == OpKind::IndexCopy) {
-            store_out(at, v);
-          } else {
-            llvm::Value* acc = load_out(at);
-            if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
-            store_out(at, scatter ? scatter_add(acc, v) : combine(acc, v, false));
-          }
-          return flagged({}, cc);
-        });
-      });
+      Carried f = nest(
+          0, nred, base, with_flag({}), [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+            return loop(b_.getInt64(0), n, c, [&](llvm::Value* j, const Carried& cc) {
+              std::vector<llvm::Value*> pos = inner_pos(rb, j);
+              llvm::Value* v = expression(pos);
+              llvm::Value* at = scatter ? position(out_op(), pos[out_op()], vals_) : pos[out_op()];
+              if (scatter && spec_.reduce_op == OpKind::IndexCopy) {
+                store_out(at, v);
+              } else {
+                llvm::Value* acc = load_out(at);
+                if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
+                store_out(at, scatter ? scatter_add(acc, v) : combine(acc, v, false));
+              }
+              return flagged({}, cc);
+            });
+          });
       if (checked()) if_set(f.back(), [&] { rewalk(base, n, nred); });
     }
     llvm::Value* inext = b_.CreateAdd(i, n);
@@ -703,16 +718,19 @@ class Emitter {
         b_.CreateStore(llvm::ConstantFP::get(f64, 0.0), slot(j));
         return Carried{};
       });
-      Carried f = nest(0, spec_.nred, tb, with_flag({}), [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-        return loop(b_.getInt64(0), m, c, [&](llvm::Value* j, const Carried& cc) {
-          llvm::Value* v = convert(expression(inner_pos(rb, j)), DType::Float32, DType::Float64);
-          llvm::Value* p = slot(j);
-          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64, p), v), p);
-          return flagged({}, cc);
-        });
-      });
+      Carried f = nest(0, spec_.nred, tb, with_flag({}),
+                       [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                         return loop(b_.getInt64(0), m, c, [&](llvm::Value* j, const Carried& cc) {
+                           llvm::Value* v = convert(expression(inner_pos(rb, j)), DType::Float32,
+                                                    DType::Float64);
+                           llvm::Value* p = slot(j);
+                           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64, p), v), p);
+                           return flagged({}, cc);
+                         });
+                       });
       loop(b_.getInt64(0), m, {}, [&](llvm::Value* j, const Carried&) {
-        store_out(inner_pos(tb, j)[out_op()], b_.CreateFPTrunc(b_.CreateLoad(f64, slot(j)), b_.getFloatTy()));
+        store_out(inner_pos(tb, j)[out_op()],
+                  b_.CreateFPTrunc(b_.CreateLoad(f64, slot(j)), b_.getFloatTy()));
         return Carried{};
       });
       if (checked()) if_set(f.back(), [&] { rewalk(tb, m, spec_.nred); });
@@ -728,7 +746,8 @@ class Emitter {
       std::vector<llvm::Value*> base(offs_.begin(), offs_.end());
       if (nout > 0) add_decomposed(base, o, 0, nout);
       // acc (+) expression over [lo, hi) of the innermost dim, reassociated (vectorized).
-      auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi, const Carried& c) {
+      auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi,
+                      const Carried& c) {
         return loop(lo, hi, c, [&](llvm::Value* j, const Carried& cc) {
           std::vector<llvm::Value*> pos = inner_pos(rb, j);
           return flagged({combine(cc[0], expression(pos), true)}, cc);
@@ -738,18 +757,19 @@ class Emitter {
       if (sum_in_double()) {
         llvm::Value* blk = b_.getInt64(kRowBlock);
         llvm::Value* nblocks = b_.CreateSDiv(b_.CreateAdd(inner, b_.getInt64(kRowBlock - 1)), blk);
-        acc = nest(nout, rank - 1, base, with_flag({llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)}),
-                   [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-                     return loop(b_.getInt64(0), nblocks, c, [&](llvm::Value* k, const Carried& cc) {
-                       llvm::Value* lo = b_.CreateMul(k, blk);
-                       Carried init{constant(DType::Float32, 0)};
-                       if (checked()) init.push_back(cc.back());
-                       Carried part = fold(rb, lo, min64(b_.CreateAdd(lo, blk), inner), init);
-                       Carried next{b_.CreateFAdd(cc[0], b_.CreateFPExt(part[0], b_.getDoubleTy()))};
-                       if (checked()) next.push_back(part.back());
-                       return next;
-                     });
+        acc =
+            nest(nout, rank - 1, base, with_flag({llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)}),
+                 [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                   return loop(b_.getInt64(0), nblocks, c, [&](llvm::Value* k, const Carried& cc) {
+                     llvm::Value* lo = b_.CreateMul(k, blk);
+                     Carried init{constant(DType::Float32, 0)};
+                     if (checked()) init.push_back(cc.back());
+                     Carried part = fold(rb, lo, min64(b_.CreateAdd(lo, blk), inner), init);
+                     Carried next{b_.CreateFAdd(cc[0], b_.CreateFPExt(part[0], b_.getDoubleTy()))};
+                     if (checked()) next.push_back(part.back());
+                     return next;
                    });
+                 });
         store_out(base[out_op()], b_.CreateFPTrunc(acc[0], b_.getFloatTy()));
       } else {
         acc = nest(nout, rank - 1, base, with_flag({reduce_init()}),
@@ -761,20 +781,20 @@ class Emitter {
       if (checked()) {
         if_set(acc.back(), [&] {
           report_failure([&](const Visit& visit) {
-            nest(nout, rank - 1, base, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
-              loop(b_.getInt64(0), inner, {}, [&](llvm::Value* j, const Carried&) {
-                visit(inner_pos(rb, j));
-                return Carried{};
-              });
-              return Carried{};
-            });
+            nest(nout, rank - 1, base, {},
+                 [&](const std::vector<llvm::Value*>& rb, const Carried&) {
+                   loop(b_.getInt64(0), inner, {}, [&](llvm::Value* j, const Carried&) {
+                     visit(inner_pos(rb, j));
+                     return Carried{};
+                   });
+                   return Carried{};
+                 });
           });
         });
       }
       return Carried{};
     });
   }
-
 
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
@@ -785,7 +805,7 @@ class Emitter {
   std::vector<llvm::Value*> sizes_, offs_, ptrs_, scalars_;
   std::vector<std::vector<llvm::Value*>> strides_;
   int nin_ = 0;
-  std::vector<llvm::Value*> bounds_;                  // per check
+  std::vector<llvm::Value*> bounds_;                    // per check
   std::vector<std::vector<llvm::Value*>> dyn_strides_;  // per input, then the output
   llvm::Value* sink_ = nullptr;
   llvm::Value *key_slot_ = nullptr, *check_slot_ = nullptr, *value_slot_ = nullptr;
