@@ -1,7 +1,9 @@
 // The cpu backend: a synced graph becomes a plan (fusion.cpp) whose kernels are compiled by LLVM
 // (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 #include "backend/backend.h"
@@ -9,9 +11,9 @@
 #include "backend/cpu/plan.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
+#include "core/debug_write.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
-#include "core/debug_write.h"
 #include "lazuli/error.h"
 
 namespace lz::cpu {
@@ -24,6 +26,25 @@ std::string library_id();
 
 namespace {
 
+// A kernel launch's error sink (kernel_spec.h): keeps the failure with the smallest key, so the
+// error names the first bad index in the kernel's row-major order, whatever the threads did.
+struct IndexFailure : KernelErrorSink {
+  std::mutex mu;  // guards the fields below (threads of one launch report concurrently)
+  bool hit = false;
+  int64_t key = INT64_MAX, check = 0, value = 0;
+
+  IndexFailure() { report = &record; }
+  static void record(KernelErrorSink* self, int64_t key, int64_t check, int64_t value) {
+    auto* f = static_cast<IndexFailure*>(self);
+    std::lock_guard<std::mutex> l(f->mu);
+    if (f->hit && key >= f->key) return;
+    f->hit = true;
+    f->key = key;
+    f->check = check;
+    f->value = value;
+  }
+};
+
 class CpuProgram final : public Executable {
  public:
   CpuProgram(Plan plan, std::vector<std::shared_ptr<LoadedKernel>> kernels)
@@ -31,7 +52,8 @@ class CpuProgram final : public Executable {
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
       counters_.push_back(s.counter.empty() ? nullptr : get_counter(s.counter));
-      if (s.kind == PlanStep::Fallback) last_fallible_ = static_cast<int>(i);
+      // A fallback, or a kernel with index checks, can fail on the data.
+      if (s.kind == PlanStep::Fallback || !s.checks.empty()) last_fallible_ = static_cast<int>(i);
     }
   }
 
@@ -49,7 +71,8 @@ class CpuProgram final : public Executable {
       }
     }
     // A root whose output storage is a donated parameter's is written there only where the plan
-    // proved it safe, and only after every step that can fail (the fallbacks) has run: a failed
+    // proved it safe, and only after every step that can fail (fallbacks, checked kernels) has
+    // run: a failed
     // program leaves donated parameters intact (backend.h). Otherwise it is computed aside and
     // copied at the end.
     std::vector<std::shared_ptr<Storage>> spills;
@@ -95,18 +118,20 @@ class CpuProgram final : public Executable {
         ptr[out] = spills.back()->data();
         into_param[out] = 0;
       });
-      bool input_failed = false;
+      // A Scatter kernel also reads its output (its base, written by the step before).
+      bool input_failed = failed[s.output] != 0;
       for (int v : s.inputs) input_failed |= v >= 0 && failed[v];
       if (input_failed) {
         for_each_output([&](int out) { failed[out] = 1; });
         continue;
       }
+      int node = s.node;
       try {
-        run_step(s, i, ptr, ptrs);
+        run_step(s, i, ptr, ptrs, &node);
       } catch (...) {
         if (!first_error) {
           first_error = std::current_exception();
-          failed_node = s.node;
+          failed_node = node;
         }
         for_each_output([&](int out) { failed[out] = 1; });
       }
@@ -125,14 +150,18 @@ class CpuProgram final : public Executable {
 
   const Plan& plan() const { return plan_; }
 
-  // One step: a kernel launch on the pool, a matrix product, or a reference kernel (which may
-  // throw on bad data: an index out of range).
-  void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr, std::vector<void*>& ptrs) const {
+  // One step: a kernel launch on the pool, a matrix product, or a reference kernel. A reference
+  // kernel or a kernel with index checks may throw on bad data (an index out of range); *node
+  // is then the failing node.
+  void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr,
+                std::vector<void*>& ptrs, int* node) const {
     if (s.kind == PlanStep::Kernel) {
       if (s.range == 0) return;
       ptrs.clear();
       for (int v : s.inputs) ptrs.push_back(v < 0 ? nullptr : ptr[v]);
       ptrs.push_back(ptr[s.output]);
+      IndexFailure failure;
+      if (!s.checks.empty()) ptrs.push_back(&failure);
       // One reference captured: the std::function holds it inline (no allocation per launch).
       struct Launch {
         KernelFn fn;
@@ -141,6 +170,14 @@ class CpuProgram final : public Executable {
       } launch{kernels_[s.kernel]->fn, ptrs.data(), s.args.data()};
       runtime_pool().parallel_for(s.range, s.grain, s.align,
                                   [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
+      if (failure.hit) {
+        // The reference kernel's message (interp/kernels_movement.cpp check_indices).
+        const IndexCheck& c = s.checks[static_cast<size_t>(failure.check)];
+        *node = c.node;
+        throw IndexError(std::string(ir::op_name(c.op)) + ": index " +
+                         std::to_string(failure.value) + " is out of range for dim " +
+                         std::to_string(c.dim) + " of size " + std::to_string(c.size));
+      }
       return;
     }
     std::vector<interp::ConstArray> in;
@@ -181,7 +218,7 @@ class CpuBackend : public Backend {
     // Kernels carry their own keys (codegen environment included); a program's hash needs only
     // what changes planning: the planner's version and the matrix-product library.
     Hasher h;
-    h.add_str("cpu-plan-v1");
+    h.add_str("cpu-plan-v2");
     h.add_str(library_id());
     return h.digest();
   }

@@ -39,14 +39,40 @@ const char* infix(OpKind op) {
 }
 
 std::string index_expr(const KernelSpec& s, int x, const std::string& j) {
-  std::string name = x < static_cast<int>(s.inputs.size()) ? "in" + std::to_string(x) : "out";
+  const int nin = static_cast<int>(s.inputs.size());
+  std::string name = x < nin ? "in" + std::to_string(x) : "out";
   std::string base = "base_" + name;
   switch (s.inner[x]) {
-    case StrideClass::Zero: return base;
-    case StrideClass::One: return base + " + " + j;
-    case StrideClass::Other: return base + " + " + j + " * stride_" + name;
+    case StrideClass::Zero:
+      break;
+    case StrideClass::One:
+      base += " + " + j;
+      break;
+    case StrideClass::Other:
+      base += " + " + j + " * stride_" + name;
+      break;
+  }
+  // Dynamic terms: a checked index value times a stride argument.
+  const std::vector<int32_t>& dyn = x < nin ? s.inputs[x].dyn : s.out_dyn;
+  for (size_t t = 0; t < dyn.size(); ++t) {
+    base += " + v" + std::to_string(dyn[t]) + " * dstride_" + name +
+            (dyn.size() > 1 ? "_" + std::to_string(t) : "");
   }
   return base;
+}
+
+const char* scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::Elementwise:
+      return "elementwise";
+    case Scheme::RowReduce:
+      return "row reduction";
+    case Scheme::ColReduce:
+      return "column reduction";
+    case Scheme::Scatter:
+      return "scatter";
+  }
+  return "?";
 }
 
 }  // namespace
@@ -55,10 +81,24 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
   std::ostringstream os;
   const int nin = static_cast<int>(inputs.size());
   os << "void " << name << "(int64_t begin, int64_t end, void** ptrs, const int64_t* args) {\n";
-  os << "  // " << (scheme == Scheme::Elementwise ? "elementwise" : scheme == Scheme::RowReduce ? "row reduction" : "column reduction")
-     << ", " << rank << " loop dim(s)";
-  if (nred) os << ", " << nred << " reduced (" << ir::op_name(reduce_op) << ")";
+  os << "  // " << scheme_name(scheme) << ", " << rank << " loop dim(s)";
+  if (nred)
+    os << ", " << nred << (scheme == Scheme::Scatter ? " serial" : " reduced") << " ("
+       << ir::op_name(reduce_op) << ")";
   os << "; sizes, offsets and strides are arguments\n";
+  if (nchecks) {
+    os << "  // " << nchecks
+       << " index check(s): an index outside [0, bound) reads 0, and the first such point "
+          "(row-major) is reported\n";
+  }
+  if (reduce_op == OpKind::ReduceSum && out_dtype == DType::Float32 &&
+      (scheme == Scheme::RowReduce || scheme == Scheme::ColReduce)) {
+    os << "  // float32 sum: accumulated in double ("
+       << (scheme == Scheme::RowReduce
+               ? "float32 blocks of the innermost dim, each added to a double"
+               : "a double per output, in tiles")
+       << ")\n";
+  }
   for (int x = 0; x < nin; ++x) {
     if (inputs[x].is_index) {
       os << "  // in" << x << ": linear index (iota)\n";
@@ -83,8 +123,12 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
     os << ind << "for (int64_t i = begin; i < end; i += n) {  // row segments of the innermost dim\n";
     ind += "  ";
     os << ind << "// n = min(size" << rank - 1 << " - i % size" << rank - 1 << ", end - i); base_* from i\n";
-    if (scheme == Scheme::ColReduce) {
-      os << ind << "for (int64_t j = 0; j < n; ++j) out[" << index_expr(*this, nin, j) << "] = init;\n";
+    if (scheme == Scheme::ColReduce || scheme == Scheme::Scatter) {
+      if (scheme == Scheme::ColReduce)
+        os << ind << "for (int64_t j = 0; j < n; ++j) out[" << index_expr(*this, nin, j)
+           << "] = init;\n";
+      else
+        os << ind << "// out already holds the base (the step before copied it)\n";
       for (int d = 0; d < nred; ++d) {
         os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
         ind += "  ";
@@ -101,6 +145,10 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
       case OpKind::DeviceData: os << "in" << e.input << "[" << index_expr(*this, e.input, j) << "]"; break;
       case OpKind::Iota: os << "(" << ctype(e.dtype) << ")(" << index_expr(*this, e.input, j) << ")"; break;
       case OpKind::Constant: os << "scalar" << e.input << "  /* an argument */"; break;
+      case OpKind::Gather:
+        os << "checked(" << v(e.a) << ", bound" << e.input << ")  /* index check " << e.input
+           << " */";
+        break;
       case OpKind::Where: os << v(e.a) << " ? " << v(e.b) << " : " << v(e.c); break;
       case OpKind::Cast: os << "(" << ctype(e.dtype) << ")" << v(e.a); break;
       default:
@@ -119,6 +167,9 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
     os << ind << "out[" << index_expr(*this, nin, j) << "] = " << last << ";\n";
   } else if (scheme == Scheme::ColReduce) {
     os << ind << "out[" << index_expr(*this, nin, j) << "] = " << ir::op_name(reduce_op) << "(out[...], " << last << ");\n";
+  } else if (scheme == Scheme::Scatter) {
+    os << ind << "out[" << index_expr(*this, nin, j) << "] "
+       << (reduce_op == OpKind::IndexCopy ? "= " : "+= ") << last << ";\n";
   } else {
     os << ind << "acc = " << ir::op_name(reduce_op) << "(acc, " << last << ");\n";
   }

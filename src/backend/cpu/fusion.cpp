@@ -24,6 +24,16 @@
 //     written (x^T g)^T costs no strided pass.
 //  8. Graph roots are materialized into their output storage directly, except a root that is a
 //     parameter, an alias, or a repeated root: those are copied at the end.
+//  9. Index ops. gather and index_select are indirect loads and fuse like elementwise ops (rule
+//     1): their index expression is computed at the point and bounds-checked, and the data operand
+//     (itself possibly a fused expression) is read with that dim's index replaced by the checked
+//     value (a dynamic term of the view, kernel_spec.h). scatter_add and index_copy are
+//     materialized by two steps: an elementwise kernel copying the base (fused) into the output,
+//     then a Scatter kernel over the index space whose index and src are fused expressions. A
+//     fused check must see every index the reference checks: an operand holding fused checks is
+//     materialized when its consumer reads only part of it (a slice, a gather's data operand, a
+//     scatter_add src larger than the index). Rank-0 operands and empty iteration spaces run the
+//     reference kernel.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -47,12 +57,34 @@ constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
 constexpr int64_t kGrainElements = 32768;
 
-// The index of one dim of a node as an affine function of the kernel's loop indices.
+// The index of one dim of a node as an affine function of the kernel's loop indices, plus
+// dynamic terms: checked index values (the KExpr of a gather's index) times a coefficient.
 struct Row {
   int64_t off = 0;
   std::vector<int64_t> coef;
+  std::vector<std::pair<int32_t, int64_t>> dyn;  // (checked index expression, coefficient), sorted
 };
 using View = std::vector<Row>;
+using DynTerms = std::vector<std::pair<int32_t, int64_t>>;
+
+// terms += w * add, merged by expression.
+void add_dyn(DynTerms& terms, const DynTerms& add, int64_t w) {
+  for (const auto& [e, c] : add) {
+    auto it = std::lower_bound(terms.begin(), terms.end(), std::make_pair(e, INT64_MIN));
+    if (it != terms.end() && it->first == e) {
+      it->second += w * c;
+    } else {
+      terms.insert(it, {e, w * c});
+    }
+  }
+}
+
+// r += w * add
+void add_scaled(Row& r, const Row& add, int64_t w) {
+  r.off += w * add.off;
+  for (size_t d = 0; d < r.coef.size(); ++d) r.coef[d] += w * add.coef[d];
+  add_dyn(r.dyn, add.dyn, w);
+}
 
 bool is_reduction(OpKind op) {
   return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax ||
@@ -61,15 +93,27 @@ bool is_reduction(OpKind op) {
 bool is_view(OpKind op) {
   return op == OpKind::Permute || op == OpKind::Expand || op == OpKind::Slice || op == OpKind::Reshape;
 }
+// Index ops with a kernel: gather and index_select are indirect loads (fused like elementwise
+// ops), scatter_add and index_copy a fill of the base then a Scatter kernel. Rank 0 (PyTorch's
+// one-slot special case, with its own error) and an empty iteration space (whose index the
+// reference still checks) run the reference kernel.
+bool is_indirect_load(const Node& n) {
+  return (n.op == OpKind::Gather || n.op == OpKind::IndexSelect) &&
+         !n.operands[0].shape().empty() && numel(n.shape) > 0;
+}
+bool is_scatter(const Node& n) {
+  if ((n.op != OpKind::ScatterAdd && n.op != OpKind::IndexCopy) || n.shape.empty()) return false;
+  return numel(n.operands[n.op == OpKind::ScatterAdd ? 1 : 2].shape()) > 0;
+}
 
 // Reshape as an affine map from out-index rows to in-index rows: possible when each in dim is a
 // product of consecutive out dims (a split), size-1 dims aside.
 bool reshape_rows(const Shape& in, const Shape& out, const View& v, int rank, View* res) {
-  res->assign(in.size(), Row{0, std::vector<int64_t>(rank, 0)});
+  res->assign(in.size(), Row{0, std::vector<int64_t>(rank, 0), {}});
   size_t o = 0;
   for (size_t j = 0; j < in.size(); ++j) {
     if (in[j] == 1) continue;
-    Row row{0, std::vector<int64_t>(rank, 0)};
+    Row row{0, std::vector<int64_t>(rank, 0), {}};
     std::vector<size_t> dims;
     int64_t prod = 1;
     while (prod < in[j] && o < out.size()) {
@@ -79,8 +123,7 @@ bool reshape_rows(const Shape& in, const Shape& out, const View& v, int rank, Vi
     if (prod != in[j]) return false;
     int64_t w = 1;
     for (size_t t = dims.size(); t-- > 0;) {
-      row.off += w * v[dims[t]].off;
-      for (int d = 0; d < rank; ++d) row.coef[d] += w * v[dims[t]].coef[d];
+      add_scaled(row, v[dims[t]], w);
       w *= out[dims[t]];
     }
     (*res)[j] = row;
@@ -92,7 +135,7 @@ bool reshape_rows(const Shape& in, const Shape& out, const View& v, int rank, Vi
 }
 
 bool reshape_is_affine(const Shape& in, const Shape& out) {
-  View v(out.size(), Row{0, {}});
+  View v(out.size(), Row{0, {}, {}});
   View r;
   return reshape_rows(in, out, v, 0, &r);
 }
@@ -141,10 +184,12 @@ class Planner {
     return "n" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
   }
 
-  enum class Kind : uint8_t { Param, Fusible, View, Reduce, Opaque };
+  enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Opaque };
   Kind kind_of(const Node* n) const {
     if (n->op == OpKind::DeviceData) return Kind::Param;
-    if (n->op == OpKind::Constant || n->op == OpKind::Iota) return Kind::Fusible;
+    if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
+      return Kind::Fusible;
+    if (is_scatter(*n)) return Kind::Scatter;
     if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
     if (is_view(n->op)) return Kind::View;
     if (is_reduction(n->op)) {
@@ -196,9 +241,26 @@ class Planner {
     const auto& po = g_.post_order;
     mat_.assign(po.size(), false);
     cost_.assign(po.size(), 0);
+    has_check_.assign(po.size(), false);
     for (const Node* n : po) {
       const int i = idx(n);
-      switch (kind_of(n)) {
+      const Kind kind = kind_of(n);
+      // Rule 9: a consumer that reads only some points of an operand (a slice, the data operand of
+      // a gather, a scatter's src larger than its index) would skip index checks fused there.
+      auto partial_read = [&](const Node* o, std::string_view by) {
+        if (!mat_[idx(o)] && has_check_[idx(o)]) {
+          materialize(o, "its index checks must see every index; " + std::string(by) +
+                             " reads part of it (rule 9)");
+        }
+      };
+      if ((n->op == OpKind::Slice && kind == Kind::View) ||
+          (kind == Kind::Fusible && is_indirect_load(*n))) {
+        partial_read(n->operands[0].node.get(), ir::op_name(n->op));
+      } else if (kind == Kind::Scatter && n->op == OpKind::ScatterAdd &&
+                 n->operands[1].shape() != n->operands[2].shape()) {
+        partial_read(n->operands[2].node.get(), "scatter_add");
+      }
+      switch (kind) {
         case Kind::Param: mat_[i] = true; break;
         case Kind::Opaque:
           for (const ir::Value& v : n->operands) {
@@ -227,7 +289,11 @@ class Planner {
             note("fallback " + label(n) + ": reference kernel");
           }
           break;
-        case Kind::Reduce: mat_[i] = true; cost_[i] = 0; break;
+        case Kind::Reduce:
+        case Kind::Scatter:
+          mat_[i] = true;
+          cost_[i] = 0;
+          break;
         case Kind::View: {
           const Out x = op0(n);
           if (transposed_mm_.count(n)) {
@@ -269,6 +335,13 @@ class Planner {
         materialize(n, std::to_string(users_[i]) + " users and " + std::to_string(cost_[i]) +
                            " ops (rule 3)");
       }
+      if (kind == Kind::Fusible || kind == Kind::View) {
+        has_check_[i] = is_indirect_load(*n);
+        for (const ir::Value& v : n->operands) {
+          has_check_[i] =
+              has_check_[i] || (!mat_[idx(v.node.get())] && has_check_[idx(v.node.get())]);
+        }
+      }
     }
     for (const ir::Value& r : g_.roots) {
       if (!buffer_base(out_of(r))) materialize(r.node.get(), "graph root");
@@ -305,8 +378,10 @@ class Planner {
     KernelSpec spec;
     std::vector<int> input_value;                 // per input
     std::vector<std::vector<int64_t>> input_args; // per input: offset, strides[rank]
+    std::vector<std::vector<int64_t>> input_dyn;  // per input: the strides of its dynamic terms
     std::map<std::tuple<const Node*, int, std::vector<int64_t>>, int> memo;
     std::vector<double> scalars;                  // constant values, passed as arguments
+    std::vector<IndexCheck> checks;               // per check: the op, dim and bound
     int rank = 0;
   };
 
@@ -315,6 +390,11 @@ class Planner {
     for (const Row& r : v) {
       k.push_back(r.off);
       k.insert(k.end(), r.coef.begin(), r.coef.end());
+      k.push_back(static_cast<int64_t>(r.dyn.size()));
+      for (const auto& [e, c] : r.dyn) {
+        k.push_back(e);
+        k.push_back(c);
+      }
     }
     return k;
   }
@@ -334,6 +414,31 @@ class Planner {
     }
     return a;
   }
+  // Its dynamic terms: (checked index expression, element stride).
+  static DynTerms linear_dyn(const Shape& shape, const View& v) {
+    std::vector<int64_t> st = contiguous_strides(shape);
+    DynTerms t;
+    for (size_t j = 0; j < shape.size(); ++j) add_dyn(t, v[j].dyn, st[j]);
+    return t;
+  }
+  static void split_dyn(const DynTerms& t, std::vector<int32_t>* ids,
+                        std::vector<int64_t>* strides) {
+    for (const auto& [e, c] : t) {
+      ids->push_back(e);
+      strides->push_back(c);
+    }
+  }
+
+  Row zero_row(int rank) const { return Row{0, std::vector<int64_t>(rank, 0), {}}; }
+
+  // A bounds check of index expression `index` against dim `dim` of `data`; returns the checked
+  // value's expression.
+  int add_check(KernelBuild& kb, const Node* n, int index, const Shape& data, int64_t dim) {
+    const int k = static_cast<int>(kb.checks.size());
+    kb.checks.push_back({n->op, dim, data[dim], idx(n)});
+    kb.spec.nchecks = k + 1;
+    return add_expr(kb, {OpKind::Gather, DType::Int64, index, -1, -1, k, 0});
+  }
 
   // The expression of output `o` read through view `v`. Only a materialized output can be one of
   // a multi-output node, so past the first branch `n` is a single-output node.
@@ -345,22 +450,42 @@ class Planner {
     const Out base = n == root ? Out{} : buffer_base(o);
     if (base) {
       int input = static_cast<int>(kb.spec.inputs.size());
-      kb.spec.inputs.push_back({o.dtype(), false});
+      kb.spec.inputs.push_back({o.dtype(), false, {}});
       kb.input_value.push_back(value_of(base));
       kb.input_args.push_back(linear(o.shape(), v, kb.rank));
+      kb.input_dyn.emplace_back();
+      split_dyn(linear_dyn(o.shape(), v), &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
       e = add_expr(kb, {OpKind::DeviceData, o.dtype(), -1, -1, -1, input, 0});
     } else if (n->op == OpKind::Constant) {
       e = add_expr(kb, {OpKind::Constant, n->dtype, -1, -1, -1, kb.spec.nscalars++, 0});
       kb.scalars.push_back(n->attr<ir::ConstantAttrs>().value);
     } else if (n->op == OpKind::Iota) {
       int input = static_cast<int>(kb.spec.inputs.size());
-      kb.spec.inputs.push_back({DType::Int64, true});
+      kb.spec.inputs.push_back({DType::Int64, true, {}});
       kb.input_value.push_back(-1);
       std::vector<int64_t> a(kb.rank + 1, 0);
       a[0] = v[0].off;
       for (int d = 0; d < kb.rank; ++d) a[1 + d] = v[0].coef[d];
       kb.input_args.push_back(a);
+      kb.input_dyn.emplace_back();
+      split_dyn(v[0].dyn, &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
       e = add_expr(kb, {OpKind::Iota, n->dtype, -1, -1, -1, input, 0});
+    } else if (n->op == OpKind::Gather || n->op == OpKind::IndexSelect) {
+      // out[p] = x[p with p[dim] = index value]: the index is computed and checked at this point,
+      // then x is read through v with row `dim` replaced by the checked value.
+      const Out x = op0(n);
+      const Out index = out_of(n->operands[1]);
+      const int64_t dim = n->attr<ir::DimAttrs>().dim;
+      const View iv = n->op == OpKind::Gather ? v : View{v[dim]};
+      const int checked = add_check(kb, n, build_expr(kb, index, iv, root), x.shape(), dim);
+      View xv = v;
+      if (x.shape()[dim] == 1) {
+        xv[dim] = zero_row(kb.rank);  // the only valid index is 0: no dynamic term
+      } else {
+        xv[dim] = Row{0, std::vector<int64_t>(kb.rank, 0), {{checked, 1}}};
+      }
+      // Gather's index may be smaller than x outside dim: v's rows stay valid for x.
+      e = build_expr(kb, x, xv, root);
     } else if (is_view(n->op)) {
       const Out x = op0(n);
       View in;
@@ -372,7 +497,7 @@ class Planner {
         case OpKind::Expand:
           in = v;
           for (size_t j = 0; j < x.shape().size(); ++j) {
-            if (x.shape()[j] == 1) in[j] = Row{0, std::vector<int64_t>(kb.rank, 0)};
+            if (x.shape()[j] == 1) in[j] = zero_row(kb.rank);
           }
           break;
         case OpKind::Slice: {
@@ -381,6 +506,7 @@ class Planner {
           int64_t dim = sl.dim, start = sl.start, step = sl.step;
           in[dim].off = start + step * v[dim].off;
           for (int64_t& c : in[dim].coef) c *= step;
+          for (auto& [ex, c] : in[dim].dyn) c *= step;
           break;
         }
         default:
@@ -398,7 +524,7 @@ class Planner {
         View ov(os.size());
         const size_t lead = n->shape.size() - os.size();
         for (size_t j = 0; j < os.size(); ++j) {
-          ov[j] = os[j] == 1 ? Row{0, std::vector<int64_t>(kb.rank, 0)} : v[lead + j];
+          ov[j] = os[j] == 1 ? zero_row(kb.rank) : v[lead + j];
         }
         *slots[i] = build_expr(kb, op, ov, root);
       }
@@ -408,12 +534,21 @@ class Planner {
     return e;
   }
 
-  // Reorders and collapses the loop dims, classifies inner strides, and emits the step.
+  // Reorders and collapses the loop dims, classifies inner strides, and emits the step. A Scatter
+  // kernel (`scatter`) marks its scattered dim reduced and passes the output's dynamic terms.
   void finish_kernel(KernelBuild& kb, const Shape& space, std::vector<bool> reduced,
-                     std::vector<int64_t> out_args, int out_value, const std::string& what) {
+                     std::vector<int64_t> out_args, int out_value, const std::string& what,
+                     bool scatter = false, const DynTerms& out_dyn = {}) {
     const int rank = kb.rank;
-    const int nops = static_cast<int>(kb.input_args.size()) + 1;
-    auto arg = [&](int x) -> std::vector<int64_t>& { return x < nops - 1 ? kb.input_args[x] : out_args; };
+    const int nin = static_cast<int>(kb.input_args.size());
+    // With checks, the key (the point's row-major position in `space`) is one more operand.
+    const int nops = nin + 1 + (kb.checks.empty() ? 0 : 1);
+    std::vector<int64_t> key_args(rank + 1, 0);
+    const std::vector<int64_t> space_strides = contiguous_strides(space);
+    for (int d = 0; d < rank; ++d) key_args[1 + d] = space_strides[d];
+    auto arg = [&](int x) -> std::vector<int64_t>& {
+      return x < nin ? kb.input_args[x] : x == nin ? out_args : key_args;
+    };
     // Dims of size 1 do not loop.
     std::vector<int> dims;
     for (int d = 0; d < rank; ++d) {
@@ -426,11 +561,12 @@ class Planner {
     if (any_red && dims.size() == static_cast<size_t>(std::count_if(dims.begin(), dims.end(), [&](int d) { return reduced[d]; }))) {
       scheme = Scheme::RowReduce;  // a full reduction
     }
+    if (scatter) scheme = Scheme::Scatter;
     std::vector<int> order;
     if (scheme == Scheme::Elementwise) {
       order = dims;
     } else {
-      bool red_first = scheme == Scheme::ColReduce;
+      bool red_first = scheme == Scheme::ColReduce || scheme == Scheme::Scatter;
       for (int pass = 0; pass < 2; ++pass) {
         bool want = (pass == 0) == red_first;
         for (int d : dims) {
@@ -454,7 +590,8 @@ class Planner {
         for (int x = 0; x < nops; ++x) st[x].push_back(arg(x)[1 + d]);
       }
     }
-    if (sizes.empty()) {
+    if (sizes.empty() || (scheme == Scheme::Scatter && red.back())) {
+      // A Scatter kernel's segments need a parallel dim: a size-1 one when all else is size 1.
       sizes.push_back(1);
       red.push_back(false);
       for (int x = 0; x < nops; ++x) st[x].push_back(0);
@@ -478,11 +615,21 @@ class Planner {
       std::memcpy(&bits, &v, sizeof(bits));
       step.args.push_back(bits);
     }
+    for (const IndexCheck& c : kb.checks) step.args.push_back(c.size);
+    for (const std::vector<int64_t>& d : kb.input_dyn)
+      step.args.insert(step.args.end(), d.begin(), d.end());
+    s.out_dyn.clear();
+    for (const auto& [e, c] : out_dyn) {
+      s.out_dyn.push_back(e);
+      step.args.push_back(c);
+    }
+    step.checks = kb.checks;
     int64_t total = 1, reduce_total = 1;
     for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
     step.range = total;
     step.grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, reduce_total));
     step.align = scheme == Scheme::RowReduce ? 1 : 16;
+    step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
     step.inputs = kb.input_value;
     step.output = out_value;
     std::string name = "lzk_" + s.structure().hex();
@@ -499,24 +646,77 @@ class Planner {
     for (int v : step.inputs) {
       if (v >= 0) read(v, sid);
     }
-    plan_.values[out_value].def_step = sid;
+    PlanValue& ov = plan_.values[out_value];
+    if (ov.def_step < 0) ov.def_step = sid;  // a Scatter kernel updates what its fill wrote
     plan_.steps.push_back(std::move(step));
     note("kernel " + std::to_string(k) + " (" + name.substr(0, 12) + ") computes " + what + ": " +
          std::to_string(s.exprs.size()) + " ops, " + std::to_string(s.inputs.size()) + " inputs, " +
-         (scheme == Scheme::Elementwise ? "elementwise" : scheme == Scheme::RowReduce ? "row reduction" : "column reduction"));
+         scheme_name(scheme) +
+         (kb.checks.empty() ? "" : ", " + std::to_string(kb.checks.size()) + " index check(s)"));
+  }
+
+  static std::string scheme_name(Scheme s) {
+    switch (s) {
+      case Scheme::Elementwise:
+        return "elementwise";
+      case Scheme::RowReduce:
+        return "row reduction";
+      case Scheme::ColReduce:
+        return "column reduction";
+      case Scheme::Scatter:
+        return "scatter";
+    }
+    return "?";
   }
 
   View identity(const Shape& s) {
     const int rank = static_cast<int>(s.size());
-    View v(rank, Row{0, std::vector<int64_t>(rank, 0)});
+    View v(rank, zero_row(rank));
     for (int d = 0; d < rank; ++d) v[d].coef[d] = 1;
     return v;
+  }
+
+  // scatter_add / index_copy: the base copied into the output (an elementwise kernel, the base's
+  // expression fused), then a Scatter kernel over the index space adding (copying) src there.
+  void scatter_kernels_for(const Node* n, int out) {
+    const Out base = op0(n), index = out_of(n->operands[1]), src = out_of(n->operands[2]);
+    const int64_t dim = n->attr<ir::DimAttrs>().dim;
+    {
+      KernelBuild kb;
+      kb.rank = static_cast<int>(n->shape.size());
+      kb.spec.out_dtype = n->dtype;
+      build_expr(kb, base, identity(n->shape), nullptr);
+      std::vector<int64_t> oa = linear(n->shape, identity(n->shape), kb.rank);
+      finish_kernel(kb, n->shape, std::vector<bool>(kb.rank, false), oa, out, label(n) + "'s base");
+    }
+    KernelBuild kb;
+    const Shape space = n->op == OpKind::ScatterAdd ? index.shape() : src.shape();
+    kb.rank = static_cast<int>(space.size());
+    kb.spec.out_dtype = n->dtype;
+    kb.spec.reduce_op = n->op;
+    const View id = identity(space);
+    const View iv = n->op == OpKind::ScatterAdd ? id : View{id[dim]};
+    const int checked = add_check(kb, n, build_expr(kb, index, iv, nullptr), n->shape, dim);
+    int val = build_expr(kb, src, id, nullptr);
+    if (val !=
+        static_cast<int>(kb.spec.exprs.size()) - 1) {  // memoized earlier: the last is stored
+      val = add_expr(kb, {OpKind::Cast, src.dtype(), val, -1, -1, -1, 0});
+    }
+    View ov = id;
+    ov[dim] = n->shape[dim] == 1 ? zero_row(kb.rank)
+                                 : Row{0, std::vector<int64_t>(kb.rank, 0), {{checked, 1}}};
+    std::vector<bool> reduced(kb.rank, false);
+    reduced[dim] = true;
+    finish_kernel(kb, space, reduced, linear(n->shape, ov, kb.rank), out, label(n),
+                  /*scatter=*/true, linear_dyn(n->shape, ov));
   }
 
   void kernel_for(const Node* n) {
     int out = value_of(out_of(n));
     KernelBuild kb;
-    if (is_reduction(n->op)) {
+    if (is_scatter(*n)) {
+      scatter_kernels_for(n, out);
+    } else if (is_reduction(n->op)) {
       const Out x = op0(n);
       const Shape& xs = x.shape();
       kb.rank = static_cast<int>(xs.size());
@@ -649,6 +849,7 @@ class Planner {
   std::vector<int> users_;
   std::vector<bool> mat_;
   std::vector<int> cost_;
+  std::vector<bool> has_check_;  // a fused (not materialized) index check is in its expression
   std::map<std::pair<const Node*, int>, int> value_;  // (node, output) -> plan value
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
   std::unordered_map<const Node*, const Node*> user_of_;        // a user of each node (the only one when users_ is 1)
@@ -811,6 +1012,11 @@ bool root_may_overwrite(const Plan& plan, int r, int p) {
   const int sid = out.def_step;
   const PlanStep& s = plan.steps[sid];
   if (s.kind != PlanStep::Kernel || plan.kernels[s.kernel].spec.scheme != Scheme::Elementwise) return false;
+  // A scatter's output is written twice (its base, then the scatter kernel right after).
+  if (sid + 1 < static_cast<int>(plan.steps.size())) {
+    const PlanStep& next = plan.steps[sid + 1];
+    if (next.kind == PlanStep::Kernel && next.output == plan.root_value[r]) return false;
+  }
   if (pv.last_use > sid || pv.nbytes != out.nbytes) return false;
   const KernelSpec& spec = plan.kernels[s.kernel].spec;
   const int rank = spec.rank;
@@ -828,7 +1034,7 @@ bool root_may_overwrite(const Plan& plan, int r, int p) {
 
 Hash128 KernelSpec::structure() const {
   Hasher h;
-  h.add_str("lz-kernel-v1");
+  h.add_str("lz-kernel-v2");
   h.add(static_cast<uint8_t>(scheme));
   h.add(rank);
   h.add(nred);
@@ -843,8 +1049,15 @@ Hash128 KernelSpec::structure() const {
     h.add(bits);
   }
   h.add<uint64_t>(inputs.size());
-  for (const KInput& in : inputs) h.add(in.dtype).add(in.is_index);
+  for (const KInput& in : inputs) {
+    h.add(in.dtype).add(in.is_index).add<uint64_t>(in.dyn.size());
+    for (int32_t e : in.dyn) h.add(e);
+  }
+  h.add<uint64_t>(inner.size());
   for (StrideClass c : inner) h.add(c);
+  h.add<uint64_t>(out_dyn.size());
+  for (int32_t e : out_dyn) h.add(e);
+  h.add(nchecks);
   return h.digest();
 }
 

@@ -12,15 +12,35 @@
 //                the range is over the linear index of the output dims.
 //   ColReduce    dims [0, nred) reduced (outermost), [nred, rank) parallel; the range is over the
 //                linear output index, in row segments of the innermost dim; the fold runs in the
-//                output row, which vectorizes across outputs.
+//                output row (float32 sums: in a float64 tile of the row), which vectorizes across
+//                outputs.
+//   Scatter      the loop nest of ColReduce over the index space of a scatter_add (reduce_op
+//                ScatterAdd) or index_copy (IndexCopy): dims [0, nred) are the scattered dim
+//                (serial, in increasing order), [nred, rank) the others, cut into row segments
+//                over threads. The output already holds the base (an earlier step wrote it);
+//                each point adds (or copies) its value at the output position plus the checked
+//                index times the output's dynamic stride. Two points that reach one output
+//                element differ only in the scattered dim, so they run on one thread, in order:
+//                results do not depend on the thread count (the reference's order, too).
 //
-// Runtime arguments (int64): sizes[rank], then for each input and finally the output:
-// offset, strides[rank] (elements), then the bit patterns of the kernel's scalar constants
-// (doubles): a constant's value is an argument too, so `x / n` in a mean serves every n. Pointers: one per input (null for index inputs), then the
-// output. The kernel function is `void k(int64 begin, int64 end, void* const* ptrs, const int64* args)`.
+// Indirect loads (gather, index_select): an operand's position may have dynamic terms, each a
+// checked index expression (KExpr op Gather) times a runtime stride. A check compares the index
+// value with its bound (an argument); out of range, the value used is 0 (memory stays in bounds)
+// and the kernel reports the failure through the error sink (KernelErrorSink): the point with the
+// smallest key (its row-major position in the kernel's iteration space, an extra operand with
+// offset and strides like the others), the check, the value. The runtime raises the error.
+//
+// Runtime arguments (int64): sizes[rank], then for each input, the output and (when the kernel
+// has checks) the key: offset, strides[rank] (elements); then the bit patterns of the kernel's
+// scalar constants (doubles): a constant's value is an argument too, so `x / n` in a mean serves
+// every n; then the bound of each check; then the dynamic strides, per input then the output, one
+// per entry of its `dyn`. Pointers: one per input (null for index inputs), then the output, then
+// (with checks) the error sink. The kernel function is
+// `void k(int64 begin, int64 end, void* const* ptrs, const int64* args)`.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/hash.h"
@@ -29,14 +49,16 @@
 
 namespace lz::cpu {
 
-enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce };
+enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter };
 // How the innermost loop steps through an operand: broadcast, contiguous, or a runtime stride.
 enum class StrideClass : uint8_t { Zero, One, Other };
 
 // One node of the expression, operands before users. `op` is an elementwise OpKind, or
 //   DeviceData: load input `input` at the current point;
 //   Iota:       the current point's linear offset in index input `input`, converted to dtype;
-//   Constant:   scalar argument `input` converted to dtype.
+//   Constant:   scalar argument `input` converted to dtype;
+//   Gather:     check `input` of the integer index `a`: the value as int64 when it lies in
+//               [0, bound), else 0 and a reported failure.
 struct KExpr {
   ir::OpKind op;
   DType dtype;
@@ -46,8 +68,11 @@ struct KExpr {
 };
 
 struct KInput {
+  KInput(DType t, bool index = false, std::vector<int32_t> d = {})
+      : dtype(t), is_index(index), dyn(std::move(d)) {}
   DType dtype;
-  bool is_index = false;  // an Iota: no memory, the value is the view's linear offset
+  bool is_index = false;     // an Iota: no memory, the value is the view's linear offset
+  std::vector<int32_t> dyn;  // checked index expressions added (times a stride) to the position
 };
 
 struct KernelSpec {
@@ -58,8 +83,10 @@ struct KernelSpec {
   std::vector<KExpr> exprs;                        // the last one is stored / folded
   std::vector<KInput> inputs;
   int nscalars = 0;                                // scalar constant arguments
-  std::vector<StrideClass> inner;                  // per input, then the output
+  std::vector<StrideClass> inner;                  // per input, the output, then the key
   DType out_dtype = DType::Float32;
+  std::vector<int32_t> out_dyn;                    // Scatter: the output's dynamic terms
+  int nchecks = 0;                                 // index bounds checks (KExpr op Gather)
 
   int nout() const { return rank - nred; }
   // Structural hash: identical for every shape the kernel serves.
@@ -69,5 +96,13 @@ struct KernelSpec {
 };
 
 using KernelFn = void (*)(int64_t begin, int64_t end, void* const* ptrs, const int64_t* args);
+
+// Where a kernel with checks reports an index out of range: `report` is called (from any thread
+// of the launch, at most once per row segment or output) with the failing point's key, the
+// check and the index value. Kernels load `report` from offset 0 and call it with the sink
+// itself, so they need no symbol of the runtime.
+struct KernelErrorSink {
+  void (*report)(KernelErrorSink* self, int64_t key, int64_t check, int64_t value);
+};
 
 }  // namespace lz::cpu

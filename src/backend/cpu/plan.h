@@ -27,6 +27,13 @@ struct PlanValue {
   int last_use = -1;   // the last step that reads it (INT_MAX: read by the final copies)
 };
 
+// A kernel's bounds check of an index op: what its error names.
+struct IndexCheck {
+  ir::OpKind op;
+  int64_t dim = 0, size = 0;
+  int node = -1;  // post-order index of the index op (error reports)
+};
+
 struct PlanStep {
   // Library: a library call (convolutions through oneDNN) that may decline a case (a dtype, a
   // geometry), which then runs its reference kernel, counted as `counter`.
@@ -38,6 +45,7 @@ struct PlanStep {
   std::vector<int> more_outputs;    // Fallback of a multi-output op: its outputs 1..
   std::vector<int64_t> args;        // the kernel's runtime arguments (kernel_spec.h)
   int64_t range = 0, grain = 1, align = 1;
+  std::vector<IndexCheck> checks;   // per KExpr Gather check of the kernel, in check order
   // MatMul / Fallback
   ir::OpKind op = ir::OpKind::DeviceData;
   ir::Attrs attrs;

@@ -124,15 +124,17 @@ class Emitter {
       return b_.CreateLoad(i64, b_.CreateConstInBoundsGEP1_64(i64, args, i));
     };
     for (int d = 0; d < rank; ++d) sizes_.push_back(arg(d));
-    const int nops = static_cast<int>(spec_.inputs.size()) + 1;  // inputs, then the output
+    nin_ = static_cast<int>(spec_.inputs.size());
+    // Inputs, the output, then the key (with checks): offset and strides each (kernel_spec.h).
+    const int nops = nin_ + 1 + (spec_.nchecks > 0 ? 1 : 0);
     for (int x = 0; x < nops; ++x) {
       int base = rank + x * (rank + 1);
       offs_.push_back(arg(base));
       std::vector<llvm::Value*> st;
       for (int d = 0; d < rank; ++d) st.push_back(arg(base + 1 + d));
       strides_.push_back(st);
-      bool index = x < nops - 1 && spec_.inputs[x].is_index;
-      DType dt = x < nops - 1 ? spec_.inputs[x].dtype : spec_.out_dtype;
+      bool index = x > nin_ || (x < nin_ && spec_.inputs[x].is_index);
+      DType dt = x < nin_ ? spec_.inputs[x].dtype : spec_.out_dtype;
       if (index) {
         ptrs_.push_back(nullptr);
       } else {
@@ -140,9 +142,24 @@ class Emitter {
         ptrs_.push_back(b_.CreatePointerCast(p, mem_type(dt)->getPointerTo()));
       }
     }
-    const int scalar_base = rank + nops * (rank + 1);
+    int next = rank + nops * (rank + 1);
     for (int k = 0; k < spec_.nscalars; ++k) {
-      scalars_.push_back(b_.CreateBitCast(arg(scalar_base + k), b_.getDoubleTy()));
+      scalars_.push_back(b_.CreateBitCast(arg(next++), b_.getDoubleTy()));
+    }
+    for (int k = 0; k < spec_.nchecks; ++k) bounds_.push_back(arg(next++));
+    dyn_strides_.resize(nin_ + 1);
+    for (int x = 0; x <= nin_; ++x) {
+      for (size_t t = 0; t < dyn_of(x).size(); ++t) dyn_strides_[x].push_back(arg(next++));
+    }
+    if (spec_.nchecks > 0) {
+      sink_ = b_.CreateLoad(b_.getInt8PtrTy(),
+                            b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, nin_ + 1));
+      // The rescan's state (cold path): the smallest failing key so far, its check and value.
+      for (llvm::Value** slot : {&key_slot_, &check_slot_, &value_slot_})
+        *slot = b_.CreateAlloca(i64);
+    }
+    if (spec_.scheme == Scheme::ColReduce && sum_in_double()) {
+      tile_ = b_.CreateAlloca(b_.getDoubleTy(), b_.getInt64(kColTile));
     }
     if (spec_.scheme == Scheme::RowReduce) {
       emit_row_reduce(begin, end);
@@ -321,23 +338,55 @@ class Emitter {
   }
 
   // ---- the expression at one point ----
-  // pos[x]: element offset of operand x at the current point.
+  const std::vector<int32_t>& dyn_of(int x) const {
+    return x < nin_ ? spec_.inputs[x].dyn : spec_.out_dyn;
+  }
+
+  // Operand x's position: its affine part plus its dynamic terms (checked index * stride).
+  llvm::Value* position(int x, llvm::Value* affine, const std::vector<llvm::Value*>& v) {
+    const std::vector<int32_t>& dyn = dyn_of(x);
+    for (size_t t = 0; t < dyn.size(); ++t) {
+      affine = b_.CreateAdd(affine, b_.CreateMul(v[dyn[t]], dyn_strides_[x][t]));
+    }
+    return affine;
+  }
+
+  // pos[x]: element offset of operand x at the current point (affine part). Sets vals_ (every
+  // expression's value, for the output's dynamic terms), and with checks point_bad_ (some check
+  // failed here), check_ok_ and check_raw_.
   llvm::Value* expression(const std::vector<llvm::Value*>& pos) {
-    std::vector<llvm::Value*> v(spec_.exprs.size());
+    std::vector<llvm::Value*>& v = vals_;
+    v.assign(spec_.exprs.size(), nullptr);
+    check_ok_.assign(spec_.nchecks, nullptr);
+    check_raw_.assign(spec_.nchecks, nullptr);
+    point_bad_ = b_.getFalse();
     for (size_t i = 0; i < spec_.exprs.size(); ++i) {
       const KExpr& e = spec_.exprs[i];
       auto dt = [&](int32_t j) { return spec_.exprs[j].dtype; };
       switch (e.op) {
+        case OpKind::Gather: {
+          // In range: 0 <= raw < bound, one unsigned compare. Out of range reads index 0.
+          llvm::Value* raw = convert(v[e.a], dt(e.a), DType::Int64);
+          llvm::Value* ok = b_.CreateICmpULT(raw, bounds_[e.input]);
+          check_ok_[e.input] = ok;
+          check_raw_[e.input] = raw;
+          point_bad_ = b_.CreateOr(point_bad_, b_.CreateNot(ok));
+          v[i] = b_.CreateSelect(ok, raw, b_.getInt64(0));
+          break;
+        }
         case OpKind::DeviceData: {
           DType t = spec_.inputs[e.input].dtype;
-          llvm::Value* p = b_.CreateInBoundsGEP(mem_type(t), ptrs_[e.input], pos[e.input]);
+          llvm::Value* p =
+              b_.CreateInBoundsGEP(mem_type(t), ptrs_[e.input], position(e.input, pos[e.input], v));
           llvm::LoadInst* l = b_.CreateAlignedLoad(mem_type(t), p, llvm::MaybeAlign(align_of(t)));
           l->setMetadata(llvm::LLVMContext::MD_noalias, out_scope_);
           v[i] = t == DType::Bool ? b_.CreateICmpNE(l, b_.getInt8(0)) : static_cast<llvm::Value*>(l);
           v[i] = convert(v[i], t, e.dtype);
           break;
         }
-        case OpKind::Iota: v[i] = convert(pos[e.input], DType::Int64, e.dtype); break;
+        case OpKind::Iota:
+          v[i] = convert(position(e.input, pos[e.input], v), DType::Int64, e.dtype);
+          break;
         case OpKind::Constant: v[i] = scalar_arg(e.input, e.dtype); break;
         case OpKind::Where: v[i] = b_.CreateSelect(v[e.a], v[e.b], v[e.c]); break;
         default:
@@ -383,8 +432,8 @@ class Emitter {
     return carried;
   }
 
-  int nops() const { return static_cast<int>(ptrs_.size()); }
-  int out_op() const { return nops() - 1; }
+  int nops() const { return static_cast<int>(ptrs_.size()); }  // inputs, the output, the key
+  int out_op() const { return nin_; }
 
   // Offsets of every operand at step j of the innermost loop from `base`.
   std::vector<llvm::Value*> inner_pos(const std::vector<llvm::Value*>& base, llvm::Value* j) {
@@ -482,7 +531,96 @@ class Emitter {
     });
   }
 
-  // Elementwise and ColReduce: row segments of the innermost dim over [begin, end).
+  // ---- index checks ----
+  bool checked() const { return spec_.nchecks > 0; }
+  int key_op() const { return nin_ + 1; }
+  // A loop's carried values with the failure flag (i8, or-reduced: the loop still vectorizes)
+  // appended when the kernel has checks.
+  Carried with_flag(Carried c) {
+    if (checked()) c.push_back(b_.getInt8(0));
+    return c;
+  }
+  // `next` plus the flag carried in `prev` updated with the last expression()'s checks.
+  Carried flagged(Carried next, const Carried& prev) {
+    if (checked())
+      next.push_back(b_.CreateOr(prev.back(), b_.CreateZExt(point_bad_, b_.getInt8Ty())));
+    return next;
+  }
+  llvm::BasicBlock* block(const char* name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
+
+  // if (flag) body();
+  void if_set(llvm::Value* flag, const std::function<void()>& body) {
+    auto* then = block("failed");
+    auto* cont = block("cont");
+    llvm::MDBuilder mdb(ctx_);
+    b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt8(0)), then, cont,
+                    mdb.createBranchWeights(1, 1 << 20));
+    b_.SetInsertPoint(then);
+    body();
+    b_.CreateBr(cont);
+    b_.SetInsertPoint(cont);
+  }
+
+  // The cold path after a segment (or output) where a check failed: `walk` visits its points
+  // again; the failing point with the smallest key is reported with its first failing check and
+  // that check's index value (kernel_spec.h), so the runtime can name the first bad index.
+  using Visit = std::function<void(const std::vector<llvm::Value*>&)>;
+  void report_failure(const std::function<void(const Visit&)>& walk) {
+    auto* i64 = b_.getInt64Ty();
+    b_.CreateStore(b_.getInt64(std::numeric_limits<int64_t>::max()), key_slot_);
+    walk([&](const std::vector<llvm::Value*>& pos) {
+      expression(pos);
+      auto* hit = block("bad");
+      auto* update = block("smaller");
+      auto* next = block("next");
+      b_.CreateCondBr(point_bad_, hit, next);
+      b_.SetInsertPoint(hit);
+      llvm::Value* check = b_.getInt64(0);
+      llvm::Value* value = check_raw_[0];
+      for (int k = spec_.nchecks - 1; k >= 0; --k) {  // the first failing check wins
+        llvm::Value* bad = b_.CreateNot(check_ok_[k]);
+        check = b_.CreateSelect(bad, b_.getInt64(k), check);
+        value = b_.CreateSelect(bad, check_raw_[k], value);
+      }
+      llvm::Value* key = pos[key_op()];
+      b_.CreateCondBr(b_.CreateICmpSLT(key, b_.CreateLoad(i64, key_slot_)), update, next);
+      b_.SetInsertPoint(update);
+      b_.CreateStore(key, key_slot_);
+      b_.CreateStore(check, check_slot_);
+      b_.CreateStore(value, value_slot_);
+      b_.CreateBr(next);
+      b_.SetInsertPoint(next);
+    });
+    llvm::Value* key = b_.CreateLoad(i64, key_slot_);
+    auto* call = block("report");
+    auto* done = block("reported");
+    b_.CreateCondBr(b_.CreateICmpNE(key, b_.getInt64(std::numeric_limits<int64_t>::max())), call,
+                    done);
+    b_.SetInsertPoint(call);
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {b_.getInt8PtrTy(), i64, i64, i64}, false);
+    llvm::Value* fp = b_.CreateLoad(
+        fty->getPointerTo(), b_.CreatePointerCast(sink_, fty->getPointerTo()->getPointerTo()));
+    b_.CreateCall(fty, fp,
+                  {sink_, key, b_.CreateLoad(i64, check_slot_), b_.CreateLoad(i64, value_slot_)});
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  // ---- loops ----
+  // Float32 sums accumulate in double: a column reduction in a tile of kColTile outputs, a row
+  // reduction in float32 over blocks of kRowBlock elements of the innermost dim (vectorized, split
+  // across lanes), each block's sum added to a double. The order depends only on the shape.
+  static constexpr int64_t kColTile = 2048;
+  static constexpr int64_t kRowBlock = 1024;
+  bool sum_in_double() const {
+    return spec_.reduce_op == OpKind::ReduceSum && spec_.out_dtype == DType::Float32 &&
+           (spec_.scheme == Scheme::RowReduce || spec_.scheme == Scheme::ColReduce);
+  }
+  llvm::Value* min64(llvm::Value* a, llvm::Value* c) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+  }
+
+  // Elementwise, ColReduce and Scatter: row segments of the innermost dim over [begin, end).
   void emit_segments(llvm::Value* begin, llvm::Value* end) {
     const int rank = spec_.rank, nred = spec_.nred;
     llvm::Value* inner_size = sizes_[rank - 1];
@@ -504,28 +642,53 @@ class Emitter {
     std::vector<llvm::Value*> base(nops());
     for (int x = 0; x < nops(); ++x) base[x] = b_.CreateAdd(offs_[x], b_.CreateMul(col, strides_[x][rank - 1]));
     if (rank - 1 > nred) add_decomposed(base, row, nred, rank - 1);
-    if (spec_.scheme == Scheme::Elementwise) {
-      loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
-        std::vector<llvm::Value*> pos = inner_pos(base, j);
-        store_out(pos[out_op()], expression(pos));
-        return Carried{};
-      });
-    } else {
-      llvm::Value* init = reduce_init();
-      loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
-        store_out(inner_pos(base, j)[out_op()], init);
-        return Carried{};
-      });
-      nest(0, nred, base, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
-        loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
-          std::vector<llvm::Value*> pos = inner_pos(rb, j);
-          llvm::Value* acc = load_out(pos[out_op()]);
-          if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
-          store_out(pos[out_op()], combine(acc, expression(pos), false));
+    // The points of [0, m) from `b` over the reduced nest, for the failure report.
+    auto rewalk = [&](const std::vector<llvm::Value*>& b, llvm::Value* m, int lo_dim) {
+      report_failure([&](const Visit& visit) {
+        nest(0, lo_dim, b, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
+          loop(b_.getInt64(0), m, {}, [&](llvm::Value* j, const Carried&) {
+            visit(inner_pos(rb, j));
+            return Carried{};
+          });
           return Carried{};
         });
-        return Carried{};
       });
+    };
+    if (spec_.scheme == Scheme::Elementwise) {
+      Carried f = loop(b_.getInt64(0), n, with_flag({}), [&](llvm::Value* j, const Carried& c) {
+        std::vector<llvm::Value*> pos = inner_pos(base, j);
+        store_out(pos[out_op()], expression(pos));
+        return flagged({}, c);
+      });
+      if (checked()) if_set(f.back(), [&] { rewalk(base, n, 0); });
+    } else if (sum_in_double()) {
+      emit_col_tiles(base, n, rewalk);
+    } else {
+      const bool scatter = spec_.scheme == Scheme::Scatter;
+      if (!scatter) {
+        llvm::Value* init = reduce_init();
+        loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
+          store_out(inner_pos(base, j)[out_op()], init);
+          return Carried{};
+        });
+      }
+      Carried f = nest(
+          0, nred, base, with_flag({}), [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+            return loop(b_.getInt64(0), n, c, [&](llvm::Value* j, const Carried& cc) {
+              std::vector<llvm::Value*> pos = inner_pos(rb, j);
+              llvm::Value* v = expression(pos);
+              llvm::Value* at = scatter ? position(out_op(), pos[out_op()], vals_) : pos[out_op()];
+              if (scatter && spec_.reduce_op == OpKind::IndexCopy) {
+                store_out(at, v);
+              } else {
+                llvm::Value* acc = load_out(at);
+                if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
+                store_out(at, scatter ? scatter_add(acc, v) : combine(acc, v, false));
+              }
+              return flagged({}, cc);
+            });
+          });
+      if (checked()) if_set(f.back(), [&] { rewalk(base, n, nred); });
     }
     llvm::Value* inext = b_.CreateAdd(i, n);
     i->addIncoming(inext, b_.GetInsertBlock());
@@ -533,20 +696,102 @@ class Emitter {
     b_.SetInsertPoint(exit);
   }
 
+  // scatter_add's update, as the reference's add_values: or for bool, wrapping for integers.
+  llvm::Value* scatter_add(llvm::Value* acc, llvm::Value* v) {
+    if (spec_.out_dtype == DType::Bool) return b_.CreateOr(acc, v);
+    return is_float(spec_.out_dtype) ? b_.CreateFAdd(acc, v) : b_.CreateAdd(acc, v);
+  }
+
+  // A float32 column sum: the segment's outputs in tiles of kColTile, each summed over the
+  // reduced nest in a double per output (in the reduced dims' order), then rounded once.
+  template <class Rewalk>
+  void emit_col_tiles(const std::vector<llvm::Value*>& base, llvm::Value* n, const Rewalk& rewalk) {
+    auto* f64 = b_.getDoubleTy();
+    llvm::Value* tile = b_.getInt64(kColTile);
+    llvm::Value* ntiles = b_.CreateSDiv(b_.CreateAdd(n, b_.getInt64(kColTile - 1)), tile);
+    loop(b_.getInt64(0), ntiles, {}, [&](llvm::Value* t, const Carried&) {
+      llvm::Value* t0 = b_.CreateMul(t, tile);
+      llvm::Value* m = min64(tile, b_.CreateSub(n, t0));
+      std::vector<llvm::Value*> tb = inner_pos(base, t0);
+      auto slot = [&](llvm::Value* j) { return b_.CreateInBoundsGEP(f64, tile_, j); };
+      loop(b_.getInt64(0), m, {}, [&](llvm::Value* j, const Carried&) {
+        b_.CreateStore(llvm::ConstantFP::get(f64, 0.0), slot(j));
+        return Carried{};
+      });
+      Carried f = nest(0, spec_.nred, tb, with_flag({}),
+                       [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                         return loop(b_.getInt64(0), m, c, [&](llvm::Value* j, const Carried& cc) {
+                           llvm::Value* v = convert(expression(inner_pos(rb, j)), DType::Float32,
+                                                    DType::Float64);
+                           llvm::Value* p = slot(j);
+                           b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(f64, p), v), p);
+                           return flagged({}, cc);
+                         });
+                       });
+      loop(b_.getInt64(0), m, {}, [&](llvm::Value* j, const Carried&) {
+        store_out(inner_pos(tb, j)[out_op()],
+                  b_.CreateFPTrunc(b_.CreateLoad(f64, slot(j)), b_.getFloatTy()));
+        return Carried{};
+      });
+      if (checked()) if_set(f.back(), [&] { rewalk(tb, m, spec_.nred); });
+      return Carried{};
+    });
+  }
+
   // RowReduce: one output per iteration of [begin, end); the reduced dims fold in registers.
   void emit_row_reduce(llvm::Value* begin, llvm::Value* end) {
     const int rank = spec_.rank, nout = spec_.nout();
+    llvm::Value* inner = sizes_[rank - 1];
     loop(begin, end, {}, [&](llvm::Value* o, const Carried&) {
       std::vector<llvm::Value*> base(offs_.begin(), offs_.end());
       if (nout > 0) add_decomposed(base, o, 0, nout);
-      Carried acc = nest(nout, rank - 1, base, {reduce_init()},
-                         [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-                           return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
-                             std::vector<llvm::Value*> pos = inner_pos(rb, j);
-                             return Carried{combine(cc[0], expression(pos), true)};
-                           });
-                         });
-      store_out(base[out_op()], acc[0]);
+      // acc (+) expression over [lo, hi) of the innermost dim, reassociated (vectorized).
+      auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi,
+                      const Carried& c) {
+        return loop(lo, hi, c, [&](llvm::Value* j, const Carried& cc) {
+          std::vector<llvm::Value*> pos = inner_pos(rb, j);
+          return flagged({combine(cc[0], expression(pos), true)}, cc);
+        });
+      };
+      Carried acc;
+      if (sum_in_double()) {
+        llvm::Value* blk = b_.getInt64(kRowBlock);
+        llvm::Value* nblocks = b_.CreateSDiv(b_.CreateAdd(inner, b_.getInt64(kRowBlock - 1)), blk);
+        acc =
+            nest(nout, rank - 1, base, with_flag({llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)}),
+                 [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                   return loop(b_.getInt64(0), nblocks, c, [&](llvm::Value* k, const Carried& cc) {
+                     llvm::Value* lo = b_.CreateMul(k, blk);
+                     Carried init{constant(DType::Float32, 0)};
+                     if (checked()) init.push_back(cc.back());
+                     Carried part = fold(rb, lo, min64(b_.CreateAdd(lo, blk), inner), init);
+                     Carried next{b_.CreateFAdd(cc[0], b_.CreateFPExt(part[0], b_.getDoubleTy()))};
+                     if (checked()) next.push_back(part.back());
+                     return next;
+                   });
+                 });
+        store_out(base[out_op()], b_.CreateFPTrunc(acc[0], b_.getFloatTy()));
+      } else {
+        acc = nest(nout, rank - 1, base, with_flag({reduce_init()}),
+                   [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                     return fold(rb, b_.getInt64(0), inner, c);
+                   });
+        store_out(base[out_op()], acc[0]);
+      }
+      if (checked()) {
+        if_set(acc.back(), [&] {
+          report_failure([&](const Visit& visit) {
+            nest(nout, rank - 1, base, {},
+                 [&](const std::vector<llvm::Value*>& rb, const Carried&) {
+                   loop(b_.getInt64(0), inner, {}, [&](llvm::Value* j, const Carried&) {
+                     visit(inner_pos(rb, j));
+                     return Carried{};
+                   });
+                   return Carried{};
+                 });
+          });
+        });
+      }
       return Carried{};
     });
   }
@@ -559,6 +804,15 @@ class Emitter {
   llvm::MDNode* out_scope_ = nullptr;
   std::vector<llvm::Value*> sizes_, offs_, ptrs_, scalars_;
   std::vector<std::vector<llvm::Value*>> strides_;
+  int nin_ = 0;
+  std::vector<llvm::Value*> bounds_;                    // per check
+  std::vector<std::vector<llvm::Value*>> dyn_strides_;  // per input, then the output
+  llvm::Value* sink_ = nullptr;
+  llvm::Value *key_slot_ = nullptr, *check_slot_ = nullptr, *value_slot_ = nullptr;
+  llvm::Value* tile_ = nullptr;  // ColReduce float32 sums: the double accumulators
+  // Set by expression(): every expression's value, and the checks at that point.
+  std::vector<llvm::Value*> vals_, check_ok_, check_raw_;
+  llvm::Value* point_bad_ = nullptr;
 };
 
 std::unique_ptr<llvm::TargetMachine> host_machine() {

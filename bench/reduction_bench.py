@@ -1,0 +1,161 @@
+"""Float32 reductions and index ops on the cpu backend (issue 13 and the float32 sum accuracy fix):
+time per synced program for each workload, and the accuracy of float32 sums against float64.
+
+Workloads (float32, LAZULI_NUM_THREADS=2 unless --threads):
+  sum_full         sum of 16M values (one row reduction)
+  sum_0_2_3        sum over dims (0, 2, 3) of (16, 4, 256, 256): the accuracy reproducer
+  sum_cols         sum over dim 0 of (4096, 4096) (a column reduction)
+  softmax          softmax over the rows of (4096, 1024)
+  layer_norm       (x - mean) / sqrt(var + 1e-5) over the rows of (4096, 1024)
+  cross_entropy    cross-entropy loss and its gradient, logits (4096, 1000)
+  embedding        embedding (8192, 256) of 8192 tokens, forward and the weight's gradient
+
+`--against DIR` runs the same workloads with the lazuli package found in DIR (e.g. a copy of an
+earlier build's python/ folder) in alternating subprocesses (MACHINE.md: the machine is noisy)
+and prints both medians and their ratio.
+
+Run: PYTHONPATH=python /usr/bin/python3 bench/reduction_bench.py [--rounds N] [--against DIR]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 2
+os.environ["LAZULI_NUM_THREADS"] = str(THREADS)
+if "LAZULI_CACHE_DIR" not in os.environ:
+    _cache = tempfile.TemporaryDirectory(prefix="lazuli-bench-cache-")
+    os.environ["LAZULI_CACHE_DIR"] = _cache.name
+
+
+def workloads(lz, np):
+    rng = np.random.default_rng(0)
+    F = lz.nn.functional
+
+    def dev(a):
+        t = lz.tensor(a)
+        lz.sync_tensors([t], wait=True)
+        return t
+
+    big = dev((rng.random(16 << 20) + 0.1).astype(np.float32))
+    repro = dev((rng.random((16, 4, 256, 256)) + 0.1).astype(np.float32))
+    cols = dev(rng.standard_normal((4096, 4096)).astype(np.float32))
+    rows = dev(rng.standard_normal((4096, 1024)).astype(np.float32))
+    # Leaves made from host data (detach() of a synced tensor does not take requires_grad here).
+    logits = lz.tensor(rng.standard_normal((4096, 1000)).astype(np.float32)).requires_grad_()
+    target = dev(rng.integers(0, 1000, 4096))
+    table = lz.tensor(rng.standard_normal((8192, 256)).astype(np.float32)).requires_grad_()
+    tokens = dev(rng.integers(0, 8192, 8192))
+
+    def layer_norm(x):
+        mean = x.mean(1, keepdim=True)
+        d = x - mean
+        return d / lz.sqrt((d * d).mean(1, keepdim=True) + 1e-5)
+
+    def cross_entropy():
+        logits.grad = None
+        loss = F.cross_entropy(logits, target)
+        loss.backward()
+        return [loss, logits.grad]
+
+    def embedding():
+        table.grad = None
+        y = F.embedding(tokens, table)
+        (y * y).sum().backward()
+        return [y, table.grad]
+
+    return {
+        "sum_full": lambda: [lz.sum(big)],
+        "sum_0_2_3": lambda: [lz.sum(repro, (0, 2, 3))],
+        "sum_cols": lambda: [lz.sum(cols, 0)],
+        "softmax": lambda: [F.softmax(rows, 1)],
+        "layer_norm": lambda: [layer_norm(rows)],
+        "cross_entropy": cross_entropy,
+        "embedding": embedding,
+    }
+
+
+def accuracy(lz, np):
+    rng = np.random.default_rng(0)
+    a = (rng.random((16, 4, 256, 256)) + 0.1).astype(np.float32)
+    got = lz.sum(lz.tensor(a), (0, 2, 3)).numpy().astype(np.float64)
+    exact = a.astype(np.float64).sum(axis=(0, 2, 3))
+    v = (rng.random(10_000_000) + 0.1).astype(np.float32)
+    var = float(lz.var(lz.tensor(v)).item())
+    vexact = v.astype(np.float64).var(ddof=1)
+    c = (rng.random((1 << 20, 8)) + 0.1).astype(np.float32)
+    cs = lz.sum(lz.tensor(c), 0).numpy().astype(np.float64)
+    cexact = c.astype(np.float64).sum(axis=0)
+    return {"sum_0_2_3_rel_err": float(np.max(np.abs(got - exact) / exact)),
+            "var_10M_rel_err": abs(var - vexact) / vexact,
+            "col_sum_1M_rows_rel_err": float(np.max(np.abs(cs - cexact) / cexact))}
+
+
+def worker(iters, only):
+    import numpy as np
+    import lazuli as lz
+    out = {"accuracy": {} if only else accuracy(lz, np), "ms": {}}
+    for name, fn in workloads(lz, np).items():
+        if only and name not in only:
+            continue
+        for _ in range(2):  # compile, then warm
+            lz.sync_tensors(fn(), wait=True)
+        ts = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            lz.sync_tensors(fn(), wait=True)
+            ts.append(time.perf_counter() - t0)
+        out["ms"][name] = statistics.median(ts) * 1e3
+        out.setdefault("fallbacks", {}).update(
+            {k: v for k, v in lz.debug.counters().items() if k.startswith("fallback::")}
+            if hasattr(lz.debug, "counters") else {})
+    return out
+
+
+def run_worker(pythonpath, iters, only):
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    cmd = [sys.executable, __file__, "--worker", "--iters", str(iters), "--threads", str(THREADS),
+           "--only", only]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--iters", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--against", help="a folder holding another lazuli package (the baseline)")
+    p.add_argument("--only", default="", help="comma-separated workloads (default: all)")
+    a = p.parse_args()
+    if a.worker:
+        print(json.dumps(worker(a.iters, [w for w in a.only.split(",") if w])))
+        return
+    here = os.environ.get("PYTHONPATH", "python")
+    candidates = [("this build", here)] + ([("baseline", a.against)] if a.against else [])
+    runs = {label: [] for label, _ in candidates}
+    for _ in range(a.rounds):
+        for label, path in candidates:
+            runs[label].append(run_worker(path, a.iters, a.only))
+    print(f"threads {THREADS}, {a.rounds} rounds x {a.iters} timed syncs, medians (ms)")
+    header = f"{'workload':<15}" + "".join(f"{label:>14}" for label, _ in candidates)
+    print(header + ("   ratio (this/baseline)" if a.against else ""))
+    for name in runs[candidates[0][0]][0]["ms"]:
+        meds = [statistics.median(r["ms"][name] for r in runs[label]) for label, _ in candidates]
+        line = f"{name:<15}" + "".join(f"{m:>14.3f}" for m in meds)
+        if a.against:
+            line += f"   {meds[0] / meds[1]:.2f}"
+        print(line)
+    for label, _ in candidates:
+        if not runs[label][0]["accuracy"]:
+            continue
+        print(f"accuracy ({label}): " + ", ".join(f"{k} {v:.2e}" for k, v in runs[label][0]["accuracy"].items()))
+
+
+if __name__ == "__main__":
+    main()
