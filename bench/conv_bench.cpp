@@ -48,7 +48,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Shape {
   std::string name;
-  int count;  // how many convolutions of this shape resnet18 has
+  int count;                                // how many convolutions of this shape resnet18 has
   int64_t c_in, c_out, k, stride, pad, in;  // square input `in` x `in`
   int64_t out() const { return (in + 2 * pad - k) / stride + 1; }
 };
@@ -57,15 +57,15 @@ struct Shape {
 // 1x1 downsample, and the 3x3 convs that keep the size).
 std::vector<Shape> resnet18_shapes(int64_t s) {
   auto o = [](int64_t in, int64_t k, int64_t st, int64_t p) { return (in + 2 * p - k) / st + 1; };
-  int64_t s1 = o(s, 7, 2, 3);         // stem output
-  int64_t s2 = o(s1, 3, 2, 1);        // after the max-pool
+  int64_t s1 = o(s, 7, 2, 3);   // stem output
+  int64_t s2 = o(s1, 3, 2, 1);  // after the max-pool
   int64_t s3 = o(s2, 3, 2, 1), s4 = o(s3, 3, 2, 1), s5 = o(s4, 3, 2, 1);
   return {
-      {"conv1", 1, 3, 64, 7, 2, 3, s},       {"l1", 4, 64, 64, 3, 1, 1, s2},
-      {"l2a", 1, 64, 128, 3, 2, 1, s2},      {"l2ds", 1, 64, 128, 1, 2, 0, s2},
-      {"l2b", 3, 128, 128, 3, 1, 1, s3},     {"l3a", 1, 128, 256, 3, 2, 1, s3},
-      {"l3ds", 1, 128, 256, 1, 2, 0, s3},    {"l3b", 3, 256, 256, 3, 1, 1, s4},
-      {"l4a", 1, 256, 512, 3, 2, 1, s4},     {"l4ds", 1, 256, 512, 1, 2, 0, s4},
+      {"conv1", 1, 3, 64, 7, 2, 3, s},    {"l1", 4, 64, 64, 3, 1, 1, s2},
+      {"l2a", 1, 64, 128, 3, 2, 1, s2},   {"l2ds", 1, 64, 128, 1, 2, 0, s2},
+      {"l2b", 3, 128, 128, 3, 1, 1, s3},  {"l3a", 1, 128, 256, 3, 2, 1, s3},
+      {"l3ds", 1, 128, 256, 1, 2, 0, s3}, {"l3b", 3, 256, 256, 3, 1, 1, s4},
+      {"l4a", 1, 256, 512, 3, 2, 1, s4},  {"l4ds", 1, 256, 512, 1, 2, 0, s4},
       {"l4b", 3, 512, 512, 3, 1, 1, s5},
   };
 }
@@ -92,8 +92,8 @@ struct Problem {
   Shape sh;
   int64_t n;
   Op op;
-  std::vector<float> x, w, dy;     // inputs (plain layouts)
-  std::vector<float> out_dnnl;     // dnnl_plain's result, for the correctness check
+  std::vector<float> x, w, dy;  // inputs (plain layouts)
+  std::vector<float> out_dnnl;  // dnnl_plain's result, for the correctness check
   std::map<std::string, std::function<void()>> run;
   std::string impl_plain, impl_any, layouts_any;
   double max_diff = 0, max_abs = 0;
@@ -127,16 +127,16 @@ void setup(Problem& p) {
   const Shape& sh = p.sh;
   const int64_t oh = sh.out();
   memory::dims src{p.n, sh.c_in, sh.in, sh.in}, wei{sh.c_out, sh.c_in, sh.k, sh.k},
-      dst{p.n, sh.c_out, oh, oh}, strides{sh.stride, sh.stride}, dil{0, 0},
-      pad_l{sh.pad, sh.pad};
+      dst{p.n, sh.c_out, oh, oh}, strides{sh.stride, sh.stride}, dil{0, 0}, pad_l{sh.pad, sh.pad};
   const int64_t pr = (oh - 1) * sh.stride + sh.k - sh.in - sh.pad;
   memory::dims pad_r{pr, pr};
   p.x = random_vector(static_cast<size_t>(p.n * sh.c_in * sh.in * sh.in), 1);
   p.w = random_vector(static_cast<size_t>(sh.c_out * sh.c_in * sh.k * sh.k), 2);
   p.dy = random_vector(static_cast<size_t>(p.n * sh.c_out * oh * oh), 3);
   for (float& v : p.w) v *= 0.05f;
-  const size_t out_n = p.op == Op::Fwd ? p.dy.size() : p.op == Op::BwdData ? p.x.size()
-                                                                           : p.w.size();
+  const size_t out_n = p.op == Op::Fwd       ? p.dy.size()
+                       : p.op == Op::BwdData ? p.x.size()
+                                             : p.w.size();
   p.out_dnnl.assign(out_n, 0.f);
 
   auto make = [&](Tag act, Tag wt) {
@@ -152,8 +152,7 @@ void setup(Problem& p) {
   {
     auto [fpd, mds] = make(Tag::nchw, Tag::oihw);
     auto [s_md, w_md, d_md] = mds;
-    memory ms(s_md, d.eng, p.x.data()), mw(w_md, d.eng, p.w.data()),
-        mdst(d_md, d.eng, p.dy.data());
+    memory ms(s_md, d.eng, p.x.data()), mw(w_md, d.eng, p.w.data()), mdst(d_md, d.eng, p.dy.data());
     auto out = std::make_shared<std::vector<float>>(out_n);
     std::vector<float>* res = &p.out_dnnl;
     if (p.op == Op::Fwd) {
@@ -177,8 +176,8 @@ void setup(Problem& p) {
         d.s.wait();
       };
     } else {
-      dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, s_md,
-                                                  w_md, d_md, strides, dil, pad_l, pad_r);
+      dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, s_md, w_md,
+                                                  d_md, strides, dil, pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc wpd(wd, d.eng, fpd);
       p.impl_plain = wpd.impl_info_str();
       dnnl::convolution_backward_weights prim(wpd);
@@ -198,9 +197,9 @@ void setup(Problem& p) {
   // format_tag::any: oneDNN's own layouts; inputs reordered once here.
   {
     auto [fpd, mds] = make(Tag::any, Tag::any);
-    auto [s_plain, w_plain, d_plain] = std::make_tuple(memory::desc(src, f32, Tag::nchw),
-                                                       memory::desc(wei, f32, Tag::oihw),
-                                                       memory::desc(dst, f32, Tag::nchw));
+    auto [s_plain, w_plain, d_plain] =
+        std::make_tuple(memory::desc(src, f32, Tag::nchw), memory::desc(wei, f32, Tag::oihw),
+                        memory::desc(dst, f32, Tag::nchw));
     memory ps(s_plain, d.eng, p.x.data()), pw(w_plain, d.eng, p.w.data()),
         pdst(d_plain, d.eng, p.dy.data());
     memory::desc s_md, w_md, d_md, out_md;
@@ -226,8 +225,8 @@ void setup(Problem& p) {
       in_a = DNNL_ARG_DIFF_DST, in_b = DNNL_ARG_WEIGHTS, out_arg = DNNL_ARG_DIFF_SRC;
     } else {
       memory::desc sa(src, f32, Tag::any), wa(wei, f32, Tag::any), da(dst, f32, Tag::any);
-      dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, sa, wa,
-                                                  da, strides, dil, pad_l, pad_r);
+      dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, sa, wa, da,
+                                                  strides, dil, pad_l, pad_r);
       dnnl::convolution_backward_weights::primitive_desc wpd(wd, d.eng, fpd);
       prim = dnnl::convolution_backward_weights(wpd);
       p.impl_any = wpd.impl_info_str();
@@ -246,8 +245,9 @@ void setup(Problem& p) {
     };
     // Per call: the activation inputs reordered in, the output out (weights stay reordered:
     // for the weight gradient both inputs are activations).
-    const memory::desc out_plain = p.op == Op::Fwd ? d_plain : p.op == Op::BwdData ? s_plain
-                                                                                  : w_plain;
+    const memory::desc out_plain = p.op == Op::Fwd       ? d_plain
+                                   : p.op == Op::BwdData ? s_plain
+                                                         : w_plain;
     auto out_buf = std::make_shared<std::vector<float>>(out_n);
     memory op_plain(out_plain, d.eng, out_buf->data());
     dnnl::reorder ra(a_plain, a), rb(b_plain, b), ro(o, op_plain);
@@ -320,13 +320,20 @@ int main(int argc, char** argv) {
   std::string only, ops = "fwd,bwd_data,bwd_weights";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--batch") batch = atoll(argv[i + 1]);
-    else if (a == "--size") size = atoll(argv[i + 1]);
-    else if (a == "--rounds") rounds = atoi(argv[i + 1]);
-    else if (a == "--iters") iters = atoi(argv[i + 1]);
-    else if (a == "--threads") threads = atoi(argv[i + 1]);
-    else if (a == "--only") only = argv[i + 1];
-    else if (a == "--ops") ops = argv[i + 1];
+    if (a == "--batch")
+      batch = atoll(argv[i + 1]);
+    else if (a == "--size")
+      size = atoll(argv[i + 1]);
+    else if (a == "--rounds")
+      rounds = atoi(argv[i + 1]);
+    else if (a == "--iters")
+      iters = atoi(argv[i + 1]);
+    else if (a == "--threads")
+      threads = atoi(argv[i + 1]);
+    else if (a == "--only")
+      only = argv[i + 1];
+    else if (a == "--ops")
+      ops = argv[i + 1];
     else {
       fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
@@ -334,11 +341,12 @@ int main(int argc, char** argv) {
   }
   if (!env_threads) setenv("LAZULI_NUM_THREADS", std::to_string(threads).c_str(), 1);
   omp_set_num_threads(threads);  // oneDNN direct: an OpenMP team of `threads`
-  printf("conv_bench: batch %lld, input %lldx%lld, %d threads for every candidate, %d rounds x "
-         "%d calls, OMP_WAIT_POLICY=%s, oneDNN %d.%d.%d, lazuli backend %s\n",
-         (long long)batch, (long long)size, (long long)size, threads, rounds, iters,
-         getenv("OMP_WAIT_POLICY"), dnnl_version()->major, dnnl_version()->minor,
-         dnnl_version()->patch, lz::backend().c_str());
+  printf(
+      "conv_bench: batch %lld, input %lldx%lld, %d threads for every candidate, %d rounds x "
+      "%d calls, OMP_WAIT_POLICY=%s, oneDNN %d.%d.%d, lazuli backend %s\n",
+      (long long)batch, (long long)size, (long long)size, threads, rounds, iters,
+      getenv("OMP_WAIT_POLICY"), dnnl_version()->major, dnnl_version()->minor,
+      dnnl_version()->patch, lz::backend().c_str());
   const std::vector<std::string> cands = {"lazuli", "dnnl_plain", "dnnl_any", "dnnl_any_r"};
   std::vector<std::string> want_shapes = split(only);
   std::map<std::string, std::map<std::string, double>> net;  // op -> candidate -> weighted ms
@@ -383,22 +391,24 @@ int main(int argc, char** argv) {
       };
       auto [p0, p1] = mm(r_plain);
       auto [a0, a1] = mm(r_any);
-      printf("%-6s %-22s %8.3fms %8.3fms %8.3fms %8.3fms  %5.0f%% [%3.0f-%3.0f%%]      %5.0f%% "
-             "[%3.0f-%3.0f%%]       %s | %s (%s) | %.2g of %.2g\n",
-             sh.name.c_str(), geo, 1e3 * median(per_round["lazuli"]),
-             1e3 * median(per_round["dnnl_plain"]), 1e3 * median(per_round["dnnl_any"]),
-             1e3 * median(per_round["dnnl_any_r"]), 100 * median(r_plain), 100 * p0, 100 * p1,
-             100 * median(r_any), 100 * a0, 100 * a1, p.impl_plain.c_str(), p.impl_any.c_str(),
-             p.layouts_any.c_str(), p.max_diff, p.max_abs);
+      printf(
+          "%-6s %-22s %8.3fms %8.3fms %8.3fms %8.3fms  %5.0f%% [%3.0f-%3.0f%%]      %5.0f%% "
+          "[%3.0f-%3.0f%%]       %s | %s (%s) | %.2g of %.2g\n",
+          sh.name.c_str(), geo, 1e3 * median(per_round["lazuli"]),
+          1e3 * median(per_round["dnnl_plain"]), 1e3 * median(per_round["dnnl_any"]),
+          1e3 * median(per_round["dnnl_any_r"]), 100 * median(r_plain), 100 * p0, 100 * p1,
+          100 * median(r_any), 100 * a0, 100 * a1, p.impl_plain.c_str(), p.impl_any.c_str(),
+          p.layouts_any.c_str(), p.max_diff, p.max_abs);
       fflush(stdout);
       for (const auto& c : cands) net[opn][c] += sh.count * median(per_round[c]);
     }
-    printf("resnet18 total (each shape x its count): lazuli %.2f ms, plain %.2f ms (lazuli at "
-           "%.0f%%), any %.2f ms (%.0f%%), any+reorders %.2f ms (%.0f%%)\n",
-           1e3 * net[opn]["lazuli"], 1e3 * net[opn]["dnnl_plain"],
-           100 * net[opn]["dnnl_plain"] / net[opn]["lazuli"], 1e3 * net[opn]["dnnl_any"],
-           100 * net[opn]["dnnl_any"] / net[opn]["lazuli"], 1e3 * net[opn]["dnnl_any_r"],
-           100 * net[opn]["dnnl_any_r"] / net[opn]["lazuli"]);
+    printf(
+        "resnet18 total (each shape x its count): lazuli %.2f ms, plain %.2f ms (lazuli at "
+        "%.0f%%), any %.2f ms (%.0f%%), any+reorders %.2f ms (%.0f%%)\n",
+        1e3 * net[opn]["lazuli"], 1e3 * net[opn]["dnnl_plain"],
+        100 * net[opn]["dnnl_plain"] / net[opn]["lazuli"], 1e3 * net[opn]["dnnl_any"],
+        100 * net[opn]["dnnl_any"] / net[opn]["lazuli"], 1e3 * net[opn]["dnnl_any_r"],
+        100 * net[opn]["dnnl_any_r"] / net[opn]["lazuli"]);
   }
   return 0;
 }

@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python")))
+sys.path.insert(0, os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                 "python")))
 import lazuli as lz  # noqa: E402
 from lazuli import nn  # noqa: E402
 

@@ -24,7 +24,8 @@ MODULES = [
     "Conv2d(3, 5, 3, stride=2, padding='valid', padding_mode='circular')",
     "ConvTranspose1d(4, 6, 3, stride=3, padding=1, output_padding=2)",
     "ConvTranspose2d(4, 6, 3)",
-    "ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2, dilation=(1, 2))",
+    "ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2, "
+    "dilation=(1, 2))",
     "MaxPool1d(3, stride=2, padding=1)",
     "MaxPool2d(2)",
     "MaxPool2d((3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2), ceil_mode=True)",
