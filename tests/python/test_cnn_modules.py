@@ -262,3 +262,17 @@ def test_bad_input_names_the_module_and_shapes_and_records_nothing(spec, shape, 
     assert lz.debug.dump_graph(list(m.state_dict().values())) == pending  # no state touched
     if hasattr(m, "num_batches_tracked"):
         assert m.num_batches_tracked.item() == 0
+
+
+def test_dtype_argument_makes_float64_parameters_and_buffers():
+    conv = nn.Conv2d(2, 3, 3, dtype=lz.float64)
+    bn = nn.BatchNorm2d(3, dtype=lz.float64)
+    assert conv.weight.dtype == conv.bias.dtype == lz.float64
+    assert bn.weight.dtype == bn.running_mean.dtype == bn.running_var.dtype == lz.float64
+    assert bn.num_batches_tracked.dtype == lz.int64  # a count, whatever the dtype (as torch)
+    x = np.random.default_rng(0).standard_normal((2, 2, 5, 5))
+    y = bn(conv(lz.tensor(x)))
+    assert y.dtype == lz.float64
+    want = np_conv2d(x, conv.weight.numpy(), conv.bias.numpy(), 1, 0)
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * want.mean(axis=(0, 2, 3)),
+                               rtol=1e-10, atol=1e-12)
