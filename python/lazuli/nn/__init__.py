@@ -6,4 +6,9 @@ from .modules import (  # noqa: F401
     Sequential, ModuleList, ModuleDict, Identity, Flatten, Unflatten, Embedding, LayerNorm,
     Dropout, Dropout2d, CrossEntropyLoss, NLLLoss, MSELoss, StateDictError,
 )
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .pooling import (  # noqa: F401
+    MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+)
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm  # noqa: F401
 from . import utils  # noqa: F401,E402
