@@ -6,4 +6,5 @@ from .modules import (  # noqa: F401
     Sequential, ModuleList, ModuleDict, Identity, Flatten, Unflatten, Embedding, LayerNorm,
     Dropout, Dropout2d, CrossEntropyLoss, NLLLoss, MSELoss, StateDictError,
 )
+from .modules import MultiheadAttention, TransformerEncoderLayer  # noqa: F401,E402  (issue 13)
 from . import utils  # noqa: F401,E402
