@@ -378,7 +378,9 @@ def _index_put_into(target, indices, values, accumulate, fn):
 @user_op("index_put_")
 def index_put_(self, indices, values, accumulate=False):
     """self[indices] = values in place, or self[indices] += values with accumulate=True, where
-    an index repeated adds every one of its values (torch.Tensor.index_put_)."""
+    an index repeated adds every one of its values (torch.Tensor.index_put_). indices: a tuple
+    of index tensors (integer or bool); None for a whole dim is accepted too, as aten.index_put
+    takes it (torch.Tensor.index_put_ refuses it)."""
     return _index_put_into(self, indices, values, accumulate, "index_put_")
 
 
