@@ -158,4 +158,20 @@ Tensor interpolate(const Tensor& x, const std::optional<IntList>& size,
                    std::optional<bool> align_corners = std::nullopt,
                    std::optional<bool> recompute_scale_factor = std::nullopt);
 
+// ---- attention (src/ops/attention.cpp), as torch.nn.functional ---------------------------------
+// softmax(q @ k^T * scale + mask) @ v over q [..., L, E], k [..., S, E], v [..., S, Ev] (batch dims
+// broadcast) -> [..., L, Ev]. scale defaults to 1/sqrt(E). attn_mask broadcasts to [..., L, S]:
+// bool (true takes part) or a float bias of q's dtype. is_causal lets query i see keys 0..i (top
+// left aligned, as PyTorch), computed from two iotas inside the fused kernel, never stored; it
+// excludes attn_mask. A row with every key masked gives 0 (and no gradient), as PyTorch's kernels.
+// dropout_p > 0 drops attention weights with a mask from the device RNG, scaling the rest by
+// 1/(1-p) (no training flag, as PyTorch: pass 0 in eval). enable_gqa: k and v may have fewer heads
+// (dim -3) than q, a divisor of q's; each serves q's heads in consecutive groups. Written in public
+// ops: gradients come from the primitives' rules.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt,
+                                    bool enable_gqa = false);
+
 }  // namespace lz::nn

@@ -280,4 +280,12 @@ Tensor norm(const Tensor& x, const std::string& ord, const IntList& dims = {}, b
             std::optional<DType> dtype = std::nullopt);
 }  // namespace linalg
 
+// ---- scans (src/ops/scan.cpp; primitives CumSum and CumProd) ----------------------------------
+// Running sum / product along dim, as torch.cumsum / torch.cumprod: bool and integer inputs give
+// int64 unless `dtype` is given; `dtype` casts the input first. Gradients: cumsum's is the reversed
+// cumsum; cumprod's handles zeros as PyTorch's (at a line's first zero, the product of the other
+// factors; after it, 0).
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
 }  // namespace lz

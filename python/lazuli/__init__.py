@@ -21,6 +21,7 @@ from ._C import (  # noqa: F401  (the public names of API.md)
     sync, sync_tensors, wait, add_step_closure, device_count, backend,
 )
 from ._tensor import tensor  # noqa: F401
+from ._indexing import index_put, index_put_  # noqa: F401  (issue 13)
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
@@ -60,3 +61,4 @@ from . import nn, optim  # noqa: F401,E402
 # Composite ops (src/ops/composite*.cpp) and lz.linalg (issues 12 and 13).
 from ._C import tril, triu, masked_fill, flip, roll, multinomial, norm, clip  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402
+from ._C import cumsum, cumprod  # noqa: F401,E402  (scans: issue 13)

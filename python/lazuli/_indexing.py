@@ -228,6 +228,23 @@ class _Advanced:
         return new.reshape(*self.sizes, *self.rest_sizes).permute(*inverse)
 
 
+    def add(self, src):
+        """view with src (already of result_shape) added at the indexed places; an index that
+        appears several times adds each of its values (index_put with accumulate=True)."""
+        nb = len(self.shape)
+        if self.at:
+            order = (list(range(self.at, self.at + nb)) + list(range(self.at)) +
+                     list(range(self.at + nb, src.ndim)))
+            src = src.permute(*order)
+        src = src.reshape(self.linear.numel(), *self.rest_sizes)
+        index = self.linear.reshape(-1, *([1] * len(self.rest_sizes))).expand(*src.shape)
+        new = _C.scatter_add(self.flat, 0, index, src)
+        inverse = [0] * len(self.perm)
+        for i, p in enumerate(self.perm):
+            inverse[p] = i
+        return new.reshape(*self.sizes, *self.rest_sizes).permute(*inverse)
+
+
 def _broadcast_value(value, shape, dtype):
     """value (cast to dtype) broadcast to `shape`, as PyTorch's index_put_: leading dims of size 1
     are dropped first; anything else that does not broadcast raises, naming both shapes."""
@@ -318,3 +335,58 @@ def setitem(self, key, value):
     src = _broadcast_value(value, lead + tuple(idx.shape) + rest, view.dtype)
     src = src.reshape(*lead, idx.numel(), *rest)
     view.copy_(view._index_copy(dim, idx.reshape(-1), src))
+
+
+def _index_put_key(indices, fn):
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"{fn}(): argument 'indices' must be tuple of Tensors, not "
+                        f"{type(indices).__name__}")
+    key = []
+    for i, t in enumerate(indices):
+        if t is None:
+            key.append(slice(None))  # as PyTorch: no index for this dim
+        elif isinstance(t, _C.Tensor):
+            key.append(t)
+        else:
+            raise TypeError(f"{fn}(): argument 'indices' must be tuple of Tensors, but element {i} "
+                            f"is {type(t).__name__}")
+    return tuple(key)
+
+
+def _index_put_into(target, indices, values, accumulate, fn):
+    """target[indices] = values (or += with accumulate), in place, with PyTorch's index_put
+    rules: indices is a tuple of index tensors (None: the whole dim), broadcast together."""
+    key = _index_put_key(indices, fn)
+    if not isinstance(values, _C.Tensor):
+        raise TypeError(f"{fn}(): argument 'values' must be Tensor, not {type(values).__name__}")
+    if len(key) > target.ndim:
+        raise IndexError(f"{fn}(): too many indices for tensor of dimension {target.ndim} (got "
+                         f"{len(key)})")
+    if not accumulate:
+        setitem(target, key, values)
+        return target
+    view, advanced = _parse(target, key)
+    if not advanced:
+        view.copy_(view + _broadcast_value(values, tuple(view.shape), view.dtype))
+        return target
+    adv = _Advanced(view, advanced, fn)
+    src = _broadcast_value(values, adv.result_shape, view.dtype)
+    view.copy_(adv.add(src))
+    return target
+
+
+@user_op("index_put_")
+def index_put_(self, indices, values, accumulate=False):
+    """self[indices] = values in place, or self[indices] += values with accumulate=True, where
+    an index repeated adds every one of its values (torch.Tensor.index_put_). indices: a tuple
+    of index tensors (integer or bool); None for a whole dim is accepted too, as aten.index_put
+    takes it (torch.Tensor.index_put_ refuses it)."""
+    return _index_put_into(self, indices, values, accumulate, "index_put_")
+
+
+@user_op("index_put")
+def index_put(self, indices, values, accumulate=False):
+    """The out-of-place index_put_: a copy of self with the values put (or added) there."""
+    if not isinstance(self, _C.Tensor):
+        raise TypeError(f"index_put(): argument 'input' must be Tensor, not {type(self).__name__}")
+    return _index_put_into(self.clone(), indices, values, accumulate, "index_put")

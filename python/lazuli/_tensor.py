@@ -117,6 +117,8 @@ def _format(self, spec):
 
 _C.Tensor.__getitem__ = _indexing.getitem
 _C.Tensor.__setitem__ = _indexing.setitem
+_C.Tensor.index_put_ = _indexing.index_put_
+_C.Tensor.index_put = _indexing.index_put
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
 _C.Tensor.__format__ = _format

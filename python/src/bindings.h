@@ -81,6 +81,8 @@ void bind_nn_layers(py::module_& m);
 void bind_serialize(py::module_& m);
 // tril, masked_fill, flip, roll, norms, F.pad/interpolate... (composite_bindings.cpp).
 void bind_composites(py::module_& m, py::class_<lz::Tensor>& cls);
+// cumsum/cumprod, scaled_dot_product_attention (into m._nn), keyed random draws (lm_bindings.cpp).
+void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 

@@ -306,6 +306,36 @@ Grads avg_pool_rule(const Node& n, const Value&, const Value& g) {
   return {nd(OpKind::AvgPoolBackward, {g}, pool_with_shape(n, x0(n).shape()))};
 }
 
+// ---- scans ----
+Value scan(OpKind op, Value v, int64_t dim, bool reverse) {
+  return nd(op, {std::move(v)}, ir::ScanAttrs{dim, reverse});
+}
+// out = cumsum(x): each x[i] reaches every out[k] after it, so dx = the reversed cumsum of g.
+Grads cumsum_rule(const Node& n, const Value&, const Value& g) {
+  const auto& a = n.attr<ir::ScanAttrs>();
+  return {scan(OpKind::CumSum, g, a.dim, !a.reverse)};
+}
+// out = cumprod(x): dx[i] = sum over k >= i of g[k] * (out[k] without the factor x[i]). Before
+// a line's first zero that is the reversed cumsum of g * out, divided by x[i]; at the first zero
+// it is the reversed cumsum of g * cumprod(x with that zero read as 1); after it every product
+// keeps that zero, so 0 (PyTorch's cases, without its division at the zero).
+Grads cumprod_rule(const Node& n, const Value& out, const Value& g) {
+  const auto& a = n.attr<ir::ScanAttrs>();
+  const Value& x = x0(n);
+  DType dt = g.dtype();
+  Value zero = k(0, dt), one = k(1, dt);
+  Value is_zero = nd(OpKind::Eq, {x, zero});
+  Value zeros_so_far = scan(OpKind::CumSum, as_float(is_zero, dt), a.dim, a.reverse);
+  Value before = nd(OpKind::Eq, {zeros_so_far, zero});
+  Value first = nd(OpKind::BitwiseAnd, {is_zero, nd(OpKind::Eq, {zeros_so_far, one})});
+  Value x_nonzero = where(is_zero, one, x);
+  Value plain = div(scan(OpKind::CumSum, mul(g, out), a.dim, !a.reverse), x_nonzero);
+  Value without_first =
+      scan(OpKind::CumProd, where(first, one, x), a.dim, a.reverse);  // the first zero read as 1
+  Value at_first = scan(OpKind::CumSum, mul(g, without_first), a.dim, !a.reverse);
+  return {where(before, plain, where(first, at_first, zero))};
+}
+
 constexpr GradRule rule(VjpFn f) { return {GradKind::Rule, f}; }
 constexpr GradRule multi_rule(MultiVjpFn f) { return {GradKind::Rule, nullptr, f}; }
 constexpr GradRule kLeaf{GradKind::Leaf};

@@ -186,11 +186,25 @@ struct PoolAttrs {
   bool operator==(const PoolAttrs &) const = default;
 };
 
+// CumSum, CumProd: the dim scanned (non-negative); `reverse` scans from the last element to the
+// first (out[i] = x[i] + ... + x[n-1]: cumsum's gradient, without two flips).
+struct ScanAttrs {
+  int64_t dim = 0;
+  bool reverse = false;
+  template <class V>
+  void visit(V &v) const {
+    v("dim", dim);
+    v("reverse", reverse);
+  }
+  bool operator==(const ScanAttrs &) const = default;
+};
+
 // The attribute struct of a node. The order of the alternatives is part of
 // every node hash (the index is hashed): append new structs at the end.
 using Attrs =
     std::variant<NoAttrs, DTypeAttrs, ConstantAttrs, IotaAttrs, RandomAttrs, ShapeAttrs,
-                 PermuteAttrs, SliceAttrs, DimAttrs, ReduceAttrs, SortAttrs, ConvAttrs, PoolAttrs>;
+                 PermuteAttrs, SliceAttrs, DimAttrs, ReduceAttrs, SortAttrs, ConvAttrs, PoolAttrs,
+                 ScanAttrs>;
 
 // The variant index of attribute struct A (for the op table's column).
 template <class A, size_t I = 0>

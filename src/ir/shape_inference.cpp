@@ -397,6 +397,12 @@ OutputType infer_by_class(OpKind op, const std::vector<Value>& v, const Attrs& a
     case OpClass::Movement: return infer_movement(op, v, a);
     case OpClass::Index: return infer_index(op, v, std::get<DimAttrs>(a));
     case OpClass::Conv: return infer_conv(op, v, std::get<ConvAttrs>(a));
+    case OpClass::Scan: {  // the input's shape; a 0-d input scans as one element along dim 0
+      const int64_t dim = std::get<ScanAttrs>(a).dim;
+      const int64_t rank = static_cast<int64_t>(v[0].shape().size());
+      if (dim < 0 || dim >= std::max<int64_t>(rank, 1)) fail_value(op, v, "scan dim out of range");
+      return {v[0].dtype(), v[0].shape()};
+    }
     case OpClass::Sort:
     case OpClass::Pool: break;  // may have several outputs: infer_output
   }

@@ -200,6 +200,25 @@ const std::vector<GradCase>& grad_cases() {
       {"group_norm", {{{2, 4, 3}}, {{4}}, {{4}}},
        [](auto& x) { return nn::group_norm(x[0], 2, x[1], x[2]); }},
       {"rms_norm", {{{2, 3, 4}}, {{4}}}, [](auto& x) { return nn::rms_norm(x[0], {4}, x[1]); }},
+      // scans (cumprod with zeros: before, at and after a line's first zero, and a second zero)
+      {"cumsum", {{{3, 4}}}, [](auto& x) { return cumsum(x[0], 1); }},
+      {"cumsum_dim0", {{{3, 4}}}, [](auto& x) { return cumsum(x[0], 0) * x[0]; }},
+      {"cumprod", {{{3, 4}, 0.5, 1.5}}, [](auto& x) { return cumprod(x[0], 1); }},
+      {"cumprod_zeros", {{{2, 5}, 0.5, 1.5}},
+       [](auto& x) {
+         // The input minus its own starting values at the marked places: exact zeros there
+         // (row 0: one; row 1: two), which finite differences move off zero like any input.
+         Tensor at = tensor<double>({0, 0, 1, 0, 0, 0, 1, 0, 1, 0}, {2, 5});
+         Tensor start = tensor<double>(values({{2, 5}, 0.5, 1.5}, 1), {2, 5});
+         return cumprod(x[0] - start * at, 1);
+       }},
+      {"sdpa", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 3}}},
+       [](auto& x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }},
+      {"sdpa_causal_float_mask", {{{1, 2, 4, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 2}}, {{4, 4}}},
+       [](auto& x) {
+         return nn::scaled_dot_product_attention(x[0], x[1], x[2], x[3]) +
+                nn::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.7);
+       }},
       // composites: gradients from their primitives
       {"mean", {{{2, 3}}}, [](auto& x) { return mean(x[0], {1}); }},
       {"var", {{{2, 4}}}, [](auto& x) { return var(x[0], {1}); }},

@@ -208,8 +208,13 @@ def _class_weighted_loss(log_probs, target, weight, ignore_index, fn):
     """Per-element -w[t] * log_probs[t] (0 where target == ignore_index) and the weights used,
     for log_probs (N, C, d...) and class indices (N, d...)."""
     if tuple(target.shape) != (log_probs.shape[0],) + tuple(log_probs.shape[2:]):
+        hint = ""
+        if log_probs.ndim >= 3 and tuple(target.shape) == tuple(log_probs.shape[:-1]):
+            # A language model's [B, T, V] logits with [B, T] targets (PyTorch refuses them too).
+            hint = (" (the class dim is dim 1, as in PyTorch: pass [B, T, C] logits as "
+                    "input.transpose(1, 2), or input.reshape(-1, C) with target.reshape(-1))")
         raise ValueError(f"{fn}: expects input (N, C, d...) and target (N, d...), got "
-                         f"{tuple(log_probs.shape)} and {tuple(target.shape)}")
+                         f"{tuple(log_probs.shape)} and {tuple(target.shape)}{hint}")
     if target.dtype not in (_C.dtype.int64, _C.dtype.int32):
         raise TypeError(f"{fn}: target must hold class indices (int64), got {target.dtype}")
     n_classes = log_probs.shape[1]
@@ -341,3 +346,6 @@ from .._C._nn import (  # noqa: E402,F401
     conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d, avg_pool1d,
     avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, batch_norm, group_norm, rms_norm,
 )
+
+# Attention (issue 13): one implementation, in C++ (lz::nn::scaled_dot_product_attention).
+from .._C._nn import scaled_dot_product_attention  # noqa: E402,F401

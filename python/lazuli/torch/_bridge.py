@@ -19,6 +19,7 @@ The pipeline, per FX graph dynamo hands over:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import sys
@@ -34,7 +35,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import lazuli as lz
 from lazuli import _C
 
-from . import lowering
+from . import lowering, lowering_random
 from ._boundary import to_lazuli, to_torch
 
 _GRAPH_IDS = iter(range(1 << 62))
@@ -176,13 +177,14 @@ def _signature(args) -> Tuple:
 
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
-    __slots__ = ("program", "spec", "outputs", "writebacks")
+    __slots__ = ("program", "spec", "outputs", "writebacks", "keyed")
 
-    def __init__(self, program, spec, outputs, writebacks):
+    def __init__(self, program, spec, outputs, writebacks, keyed=False):
         self.program = program    # _C._WarmProgram, or None when no output needs computing
         self.spec = spec          # the output structure (torch.utils._pytree spec)
         self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("const", tensor) | ("value", v)
         self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
+        self.keyed = keyed        # the program's last input is a random key (lowering_random.py)
 
 
 class LazuliPartition(torch.nn.Module):
@@ -216,9 +218,13 @@ class LazuliPartition(torch.nn.Module):
         stand_ins = [to_lazuli(a) if isinstance(a, torch.Tensor) else a for a in args]
         inputs = [s for s in stand_ins if isinstance(s, lz.Tensor)]
         arg_of_input = [i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)]
-        program = _C._WarmProgram(inputs, self.name)  # notes the inputs' buffers before recording
+        # A partition that draws random numbers takes a key as one more input, fresh each call.
+        keyed = lowering_random.uses_random(self.gm)
+        key = to_lazuli(torch.zeros((), dtype=torch.int64)) if keyed else None
+        program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name)
         try:
-            out = lowering.interpret(self.gm, *stand_ins)
+            with lowering_random.keyed(key) if keyed else contextlib.nullcontext():
+                out = lowering.interpret(self.gm, *stand_ins)
             flat, spec = torch.utils._pytree.tree_flatten(out)
             del out
             by_id = {id(s): i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)}
@@ -256,8 +262,8 @@ class LazuliPartition(torch.nn.Module):
             self._refuse(e)
             return None
         finally:
-            del stand_ins, inputs
-        return _Traced(program, spec, outputs, writebacks)
+            del stand_ins, inputs, key
+        return _Traced(program, spec, outputs, writebacks, keyed)
 
     def _run(self, traced: _Traced, args):
         try:
@@ -301,6 +307,8 @@ class LazuliPartition(torch.nn.Module):
         results = []
         if traced.program is not None:
             inputs = [to_lazuli(a) for a in args if isinstance(a, torch.Tensor)]
+            if traced.keyed:
+                inputs.append(to_lazuli(lowering_random.fresh_key()))
             results = traced.program.run(inputs)
         flat = []
         for kind, v in traced.outputs:

@@ -19,8 +19,9 @@ when the entry applies, else a short reason ("alpha != 1 on an integer tensor").
 The entries live in lowering_pointwise.py (elementwise ops and activations), lowering_reduce.py
 (reductions, softmax, normalization, matrix products), lowering_shape.py (views, joins,
 indexing, creation, copies), lowering_foreach.py (the optimizers' _foreach_* ops, lerp,
-addcmul, addcdiv) and lowering_attention.py (scaled dot-product attention); importing this
-module registers them all. Every entry is checked against eager PyTorch on the sample inputs of
+addcmul, addcdiv), lowering_attention.py (scaled dot-product attention), lowering_conv.py
+(convolution, pooling), lowering_random.py (dropout, bernoulli: Lazuli's random stream) and
+lowering_scan.py (cumsum, cumprod); importing this module registers them all. Every entry is checked against eager PyTorch on the sample inputs of
 PyTorch's OpInfo database (tests/python/torch_frontend/test_opinfo.py; the results are in
 docs/torch-support.md).
 """
@@ -426,3 +427,4 @@ def cast(t, dt):
 from . import lowering_pointwise, lowering_reduce, lowering_shape, lowering_foreach  # noqa: E402,F401,I001
 from . import lowering_attention  # noqa: E402,F401,I001
 from . import lowering_conv, lowering_sort  # noqa: E402,F401
+from . import lowering_random, lowering_scan  # noqa: E402,F401

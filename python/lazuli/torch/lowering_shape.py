@@ -301,15 +301,25 @@ def _one_index(indices):
 
 def _index_when(a, indices, *args):
     present = [t for t in indices if t is not None]
-    if len(present) != 1:
-        return f"{len(present)} index tensors"
-    if present[0].dtype not in INTS:
-        return f"a {str(present[0].dtype).replace('torch.', '')} index (data-dependent shape)"
+    if not present:
+        return "no index tensor"
+    for t in present:
+        if t.dtype not in INTS:
+            return f"a {str(t.dtype).replace('torch.', '')} index (data-dependent shape)"
     return None
 
 
-@lower(aten.index.Tensor, dtypes=ALL, when=_index_when, note="one integer index tensor")
+def _key(indices):
+    """aten's indices (None: a whole dim) as a Python indexing key, whose rules are PyTorch's:
+    several index tensors broadcast together, their result dims in place when adjacent, else
+    first (lazuli/_indexing.py)."""
+    return tuple(slice(None) if t is None else t for t in indices)
+
+
+@lower(aten.index.Tensor, dtypes=ALL, when=_index_when, note="integer index tensors")
 def _index(a, indices):
+    if sum(t is not None for t in indices) > 1:
+        return a[_key(indices)]
     pos, idx = _one_index(indices)
     size = a.shape[pos]
     flat = _as_index(idx, size).reshape(-1)
@@ -327,8 +337,14 @@ def _index_put_when(a, indices, values, accumulate=False):
 
 
 @lower(aten.index_put.default, dtypes=ALL, when=_index_put_when,
-       note="one integer index tensor, accumulate=True")
+       note="integer index tensors, accumulate=True")
 def _index_put(a, indices, values, accumulate=False):
+    if sum(t is not None for t in indices) > 1:
+        if torch_dtype(a) == torch.bool:  # accumulate on bool is "or"
+            hits = lz.index_put(lz.zeros(*a.shape, dtype=lz.int64), tuple(indices),
+                                cast(values, torch.int64), accumulate=True)
+            return lz.logical_or(a, hits > 0)
+        return lz.index_put(a, tuple(indices), cast(values, torch_dtype(a)), accumulate=True)
     pos, idx = _one_index(indices)
     size = a.shape[pos]
     flat = _as_index(idx, size).reshape(-1)

@@ -24,6 +24,7 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
     case ir::OpClass::Index: return run_index(op, attrs, inputs, out);
     case ir::OpClass::Conv:
       return run_conv(op, std::get<ir::ConvAttrs>(attrs), inputs[0], inputs[1], out);
+    case ir::OpClass::Scan: return run_scan(op, std::get<ir::ScanAttrs>(attrs), inputs[0], out);
     case ir::OpClass::Sort:
     case ir::OpClass::Pool: return run_kernel(op, attrs, inputs, std::vector<MutArray>{out});
   }

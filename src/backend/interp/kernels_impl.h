@@ -39,6 +39,8 @@ void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
               const std::vector<MutArray>& outs);
 // kernels_sort.cpp
 void run_sort(const ir::SortAttrs& a, const ConstArray& x, MutArray values, MutArray indices);
+// kernels_scan.cpp
+void run_scan(ir::OpKind op, const ir::ScanAttrs& a, const ConstArray& x, MutArray out);
 
 // ---- dtype dispatch ----
 
