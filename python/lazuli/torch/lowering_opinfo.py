@@ -100,9 +100,11 @@ for _name in ("all.dim", "all.dims", "arange.default", "arange.start", "bitwise_
     _packet, _overload = _name.split(".")
     NOT_IN_OPINFO[getattr(getattr(lowering.aten, _packet), _overload)] = (
         "no sample's graph has it; checked directly in test_lowering_table")
-# Random ops: their values are Lazuli's stream, not eager's (SKIP_OPINFOS skips their OpInfos).
-for _op in (lowering.aten.native_dropout.default, lowering.aten.bernoulli.p,
-            lowering.aten.rand_like.default):
+# Random ops: their values are Lazuli's stream, not eager's (SKIP_OPINFOS skips their OpInfos;
+# a sample of another OpInfo whose graph draws from one, attention with dropout_p > 0, is skipped).
+RANDOM_ENTRIES = frozenset({lowering.aten.native_dropout.default, lowering.aten.bernoulli.p,
+                            lowering.aten.rand_like.default})
+for _op in RANDOM_ENTRIES:
     NOT_IN_OPINFO[_op] = ("random: Lazuli's stream, not eager's; checked by statistics in "
                           "test_compile_dropout")
 # The foreach ops' OpInfos live outside op_db; the optimizers' steps exercise them.
@@ -347,6 +349,9 @@ def check(case) -> Result:
             return Result(set(), fallback=f"{node.target}: {reason}{whole}")
         if node.op == "call_function" and node.target in lowering.TABLE:
             used.add(node.target)
+    if used & RANDOM_ENTRIES:
+        names = ", ".join(sorted(str(op) for op in used & RANDOM_ENTRIES))
+        return Result(set(), fallback=f"random ({names}): Lazuli's stream, not eager's")
     where = f"{case.id}: {_describe(case)}"
     try:
         got = lowering.interpret(gm, *[_to_lz(t) for t in inputs])
