@@ -60,6 +60,10 @@ TEST_F(ConvLibrary, Float32ConvolutionsAndGradientsMatchTheReference) {
       {{5, 3, 16, 16}, {8, 3, 7, 7}, {2}, {3}, {1}, 1},  // a resnet stem, odd batch
       {{4, 8, 5, 5}, {16, 8, 1, 1}, {2}, {0}, {1}, 1},   // strided pointwise: right pad < 0
       {{2, 6, 11}, {3, 2, 3}, {3}, {1}, {2}, 3},         // 1-D
+      // oneDNN's blocked layouts (a part with at least 32 output positions; the ones above with
+      // fewer run on the plain layouts): channels in blocks of 16, a depthwise one
+      {{2, 32, 10, 10}, {48, 32, 3, 3}, {1}, {1}, {1}, 1},
+      {{3, 8, 12, 12}, {8, 1, 3, 3}, {1}, {1}, {1}, 8},
   };
   for (const Geom& g : geoms) {
     lz::set_active_backend("interp");

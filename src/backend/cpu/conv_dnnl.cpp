@@ -1,8 +1,11 @@
 // Convolutions (forward and both gradients) of float32 as oneDNN primitives, for the cpu backend.
 //
 // Layouts: the tensors stay in Lazuli's dense row-major layout (NC[D]HW activations, O[I]HW
-// weights, grouped weights viewed as G x O/G x I/G x ...), which oneDNN reads directly: no
-// reorder per call. Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is
+// weights, grouped weights viewed as G x O/G x I/G x ...). oneDNN's primitives on its own blocked
+// layouts (nChw16c, OIhw16i16o...) are 1.1-2x faster than on plain ones (bench/conv_bench,
+// RESULTS.md section 11), so a convolution runs blocked where it has enough output positions to
+// pay for the weights' reorder (prefer_blocked): each part reorders its inputs in and its output
+// out, per call, into per-thread scratch; below that it runs on the plain layouts directly. Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is
 // cut into one part per pool thread, each part runs the primitive single-threaded (the weight
 // gradient sums its parts' partial gradients at the end). Primitives are cached per thread, keyed
 // by op and geometry; oneDNN's own primitive cache makes a new thread's first creation cheap.
@@ -84,15 +87,39 @@ std::string key_of(ir::OpKind op, const Geometry& g) {
   return k;
 }
 
+// The three operands of a convolution op, in the order conv_library_call passes them: for Conv
+// (x, w -> y), ConvBackwardInput (dy, w -> dx), ConvBackwardWeight (x, dy -> dw).
+constexpr int kOperands = 3;
+
 struct Cached {
   dnnl::primitive prim;
+  // Blocked: the layouts the primitive reads and writes (operand order as above) and the
+  // reorders from the plain layouts (inputs) and to them (the output); absent where equal.
+  bool blocked = false;
+  memory::desc md[kOperands];
+  memory::desc plain[kOperands];
+  std::shared_ptr<dnnl::reorder> reorder[kOperands];
 };
 
 struct ThreadState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::unordered_map<std::string, std::shared_ptr<Cached>> cache;
+  std::vector<float> scratch[kOperands];  // blocked copies of the operands
 };
+
+// Blocked layouts pay a reorder of every operand per call. The activations' reorders scale with
+// the work; the weights' does not: its cost against the convolution's is one over the output
+// positions per part (N x OH x OW), so below kBlockedMinPositions positions the plain layouts win
+// (bench/conv_bench on resnet18's shapes at batch 1, one part: layer4's 16 positions run 1.8x
+// slower blocked, layer3's 49 1.6x faster; at batch 8 in two parts every layer is faster blocked).
+constexpr int64_t kBlockedMinPositions = 32;
+
+bool prefer_blocked(const Geometry& g) {
+  int64_t positions = g.dst[0];
+  for (size_t i = 2; i < g.dst.size(); ++i) positions *= g.dst[i];
+  return positions >= kBlockedMinPositions;
+}
 
 ThreadState& thread_state() {
   thread_local ThreadState s;
@@ -104,56 +131,107 @@ ThreadState& thread_state() {
   return s;
 }
 
+// The primitive for `op` over geometry `g`, on plain layouts or (blocked) oneDNN's choice.
+std::shared_ptr<Cached> make_primitive(ThreadState& ts, ir::OpKind op, const Geometry& g,
+                                       bool blocked) {
+  const auto f32 = memory::data_type::f32;
+  const bool grouped = g.wei.size() == g.src.size() + 1;
+  const auto any = memory::format_tag::any;
+  memory::desc src_p(g.src, f32, act_tag(g.src.size()));
+  memory::desc dst_p(g.dst, f32, act_tag(g.dst.size()));
+  memory::desc wei_p(g.wei, f32, wei_tag(g.src.size(), grouped));
+  memory::desc src = blocked ? memory::desc(g.src, f32, any) : src_p;
+  memory::desc dst = blocked ? memory::desc(g.dst, f32, any) : dst_p;
+  memory::desc wei = blocked ? memory::desc(g.wei, f32, any) : wei_p;
+  auto c = std::make_shared<Cached>();
+  c->blocked = blocked;
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                     dnnl::algorithm::convolution_direct, src, wei, dst, g.strides,
+                                     g.dilates, g.pad_l, g.pad_r);
+  dnnl::convolution_forward::primitive_desc fpd(fd, ts.engine);
+  switch (op) {
+    case ir::OpKind::Conv:
+      c->prim = dnnl::convolution_forward(fpd);
+      c->md[0] = fpd.src_desc(), c->md[1] = fpd.weights_desc(), c->md[2] = fpd.dst_desc();
+      c->plain[0] = src_p, c->plain[1] = wei_p, c->plain[2] = dst_p;
+      break;
+    case ir::OpKind::ConvBackwardInput: {
+      dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, src, wei, dst,
+                                               g.strides, g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_backward_data::primitive_desc bpd(bd, ts.engine, fpd);
+      c->prim = dnnl::convolution_backward_data(bpd);
+      c->md[0] = bpd.diff_dst_desc(), c->md[1] = bpd.weights_desc(), c->md[2] = bpd.diff_src_desc();
+      c->plain[0] = dst_p, c->plain[1] = wei_p, c->plain[2] = src_p;
+      break;
+    }
+    case ir::OpKind::ConvBackwardWeight: {
+      dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, src, wei,
+                                                  dst, g.strides, g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc wpd(wd, ts.engine, fpd);
+      c->prim = dnnl::convolution_backward_weights(wpd);
+      c->md[0] = wpd.src_desc(), c->md[1] = wpd.diff_dst_desc(),
+      c->md[2] = wpd.diff_weights_desc();
+      c->plain[0] = src_p, c->plain[1] = dst_p, c->plain[2] = wei_p;
+      break;
+    }
+    default:
+      return nullptr;
+  }
+  if (blocked) {
+    for (int i = 0; i < kOperands; ++i) {
+      if (c->md[i] == c->plain[i]) continue;
+      c->reorder[i] = std::make_shared<dnnl::reorder>(
+          i < 2 ? dnnl::reorder(memory(c->plain[i], ts.engine), memory(c->md[i], ts.engine))
+                : dnnl::reorder(memory(c->md[i], ts.engine), memory(c->plain[i], ts.engine)));
+    }
+  }
+  return c;
+}
+
 // The primitive for `op` over geometry `g`, made on first use by this thread; null when oneDNN
-// has no implementation for it.
+// has no implementation for it. Blocked where prefer_blocked says so and oneDNN has it.
 std::shared_ptr<Cached> primitive_for(ThreadState& ts, ir::OpKind op, const Geometry& g) {
   std::string key = key_of(op, g);
   auto it = ts.cache.find(key);
   if (it != ts.cache.end()) return it->second;
   if (ts.cache.size() > 256) ts.cache.clear();
-  const auto f32 = memory::data_type::f32;
-  const bool grouped = g.wei.size() == g.src.size() + 1;
-  memory::desc src(g.src, f32, act_tag(g.src.size()));
-  memory::desc dst(g.dst, f32, act_tag(g.dst.size()));
-  memory::desc wei(g.wei, f32, wei_tag(g.src.size(), grouped));
   std::shared_ptr<Cached> c;
-  try {
-    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
-                                       dnnl::algorithm::convolution_direct, src, wei, dst,
-                                       g.strides, g.dilates, g.pad_l, g.pad_r);
-    dnnl::convolution_forward::primitive_desc fpd(fd, ts.engine);
-    switch (op) {
-      case ir::OpKind::Conv:
-        c = std::make_shared<Cached>(Cached{dnnl::convolution_forward(fpd)});
-        break;
-      case ir::OpKind::ConvBackwardInput: {
-        dnnl::convolution_backward_data::desc bd(dnnl::algorithm::convolution_direct, src, wei, dst,
-                                                 g.strides, g.dilates, g.pad_l, g.pad_r);
-        dnnl::convolution_backward_data::primitive_desc bpd(bd, ts.engine, fpd);
-        c = std::make_shared<Cached>(Cached{dnnl::convolution_backward_data(bpd)});
-        break;
-      }
-      case ir::OpKind::ConvBackwardWeight: {
-        dnnl::convolution_backward_weights::desc wd(dnnl::algorithm::convolution_direct, src, wei,
-                                                    dst, g.strides, g.dilates, g.pad_l, g.pad_r);
-        dnnl::convolution_backward_weights::primitive_desc wpd(wd, ts.engine, fpd);
-        c = std::make_shared<Cached>(Cached{dnnl::convolution_backward_weights(wpd)});
-        break;
-      }
-      default:
-        break;
+  for (bool blocked : {prefer_blocked(g), false}) {
+    try {
+      c = make_primitive(ts, op, g, blocked);
+      break;
+    } catch (const dnnl::error&) {
+      c = nullptr;  // unimplemented here: plain, then the reference kernel
     }
-  } catch (const dnnl::error&) {
-    c = nullptr;  // unimplemented here: the reference kernel runs instead
+    if (!blocked) break;
   }
   ts.cache[key] = c;
   return c;
 }
 
-memory wrap(const ThreadState& ts, const Dims& dims, size_t rank, bool weights, bool grouped,
-            const void* p) {
-  memory::desc d(dims, memory::data_type::f32, weights ? wei_tag(rank, grouped) : act_tag(rank));
-  return memory(d, ts.engine, const_cast<void*>(p));
+// Runs c's primitive over the three operands (plain buffers, in Cached's operand order):
+// blocked operands go through this thread's scratch.
+void execute(ThreadState& ts, const Cached& c, const int args[kOperands],
+             const void* const data[kOperands]) {
+  std::unordered_map<int, memory> bound;
+  memory plain_out;
+  for (int i = 0; i < kOperands; ++i) {
+    memory plain(c.plain[i], ts.engine, const_cast<void*>(data[i]));
+    if (!c.reorder[i]) {
+      bound[args[i]] = plain;
+      continue;
+    }
+    std::vector<float>& buf = ts.scratch[i];
+    const size_t need = c.md[i].get_size() / sizeof(float) + 1;
+    if (buf.size() < need) buf.resize(need);
+    memory blk(c.md[i], ts.engine, buf.data());
+    if (i < 2) c.reorder[i]->execute(ts.stream, plain, blk);
+    bound[args[i]] = blk;
+    if (i == 2) plain_out = plain;
+  }
+  c.prim.execute(ts.stream, bound);
+  if (c.reorder[2]) c.reorder[2]->execute(ts.stream, bound[args[2]], plain_out);
+  ts.stream.wait();
 }
 
 int64_t plane(const Shape& s) {
@@ -188,8 +266,6 @@ bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
   const int parts = static_cast<int>(
       std::clamp<int64_t>(runtime_pool().num_threads(), 1, std::max<int64_t>(n, 1)));
   const int64_t xp = plane(*x), yp = plane(*y), wn = numel(*w);
-  const size_t rank = x->size();
-  const bool grouped = a.groups > 1;
   // Partial weight gradients of the parts after the first (the first writes the output).
   std::vector<std::vector<float>> partial(op == ir::OpKind::ConvBackwardWeight ? parts - 1 : 0);
   std::atomic<bool> ok{true};
@@ -204,43 +280,38 @@ bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
         ok = false;
         return;
       }
+      const void* data[kOperands];
+      int args[kOperands];
       switch (op) {
-        case ir::OpKind::Conv: {
-          const float* xs = static_cast<const float*>(in[0].data) + b0 * xp;
-          float* ys = static_cast<float*>(out.data) + b0 * yp;
-          c->prim.execute(ts.stream,
-                          {{DNNL_ARG_SRC, wrap(ts, g.src, rank, false, grouped, xs)},
-                           {DNNL_ARG_WEIGHTS, wrap(ts, g.wei, rank, true, grouped, in[1].data)},
-                           {DNNL_ARG_DST, wrap(ts, g.dst, rank, false, grouped, ys)}});
+        case ir::OpKind::Conv:
+          data[0] = static_cast<const float*>(in[0].data) + b0 * xp;
+          data[1] = in[1].data;
+          data[2] = static_cast<float*>(out.data) + b0 * yp;
+          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DST;
           break;
-        }
-        case ir::OpKind::ConvBackwardInput: {
-          const float* dys = static_cast<const float*>(in[0].data) + b0 * yp;
-          float* dxs = static_cast<float*>(out.data) + b0 * xp;
-          c->prim.execute(ts.stream,
-                          {{DNNL_ARG_DIFF_DST, wrap(ts, g.dst, rank, false, grouped, dys)},
-                           {DNNL_ARG_WEIGHTS, wrap(ts, g.wei, rank, true, grouped, in[1].data)},
-                           {DNNL_ARG_DIFF_SRC, wrap(ts, g.src, rank, false, grouped, dxs)}});
+        case ir::OpKind::ConvBackwardInput:
+          data[0] = static_cast<const float*>(in[0].data) + b0 * yp;
+          data[1] = in[1].data;
+          data[2] = static_cast<float*>(out.data) + b0 * xp;
+          args[0] = DNNL_ARG_DIFF_DST, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DIFF_SRC;
           break;
-        }
         case ir::OpKind::ConvBackwardWeight: {
-          const float* xs = static_cast<const float*>(in[0].data) + b0 * xp;
-          const float* dys = static_cast<const float*>(in[1].data) + b0 * yp;
+          data[0] = static_cast<const float*>(in[0].data) + b0 * xp;
+          data[1] = static_cast<const float*>(in[1].data) + b0 * yp;
           float* dw = static_cast<float*>(out.data);
           if (p > 0) {
             partial[p - 1].resize(static_cast<size_t>(wn));
             dw = partial[p - 1].data();
           }
-          c->prim.execute(ts.stream,
-                          {{DNNL_ARG_SRC, wrap(ts, g.src, rank, false, grouped, xs)},
-                           {DNNL_ARG_DIFF_DST, wrap(ts, g.dst, rank, false, grouped, dys)},
-                           {DNNL_ARG_DIFF_WEIGHTS, wrap(ts, g.wei, rank, true, grouped, dw)}});
+          data[2] = dw;
+          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_DIFF_DST, args[2] = DNNL_ARG_DIFF_WEIGHTS;
           break;
         }
         default:
           ok = false;
+          return;
       }
-      ts.stream.wait();
+      execute(ts, *c, args, data);
     }
   });
   if (!ok) return false;
