@@ -47,17 +47,37 @@ def _check(t, what):
                         f"(it has {', '.join(sorted(str(d).replace('torch.', '') for d in _CODE))})")
 
 
+def dense_order(t):
+    """For a non-contiguous `t` that is a permutation of a dense block (a transpose, a permute of
+    a contiguous tensor: what aot_autograd hands a backward graph for a saved weight's `t()`), the
+    permutation `perm` that makes ``t.permute(perm)`` contiguous; None for any other layout (a
+    strided slice, an expanded or overlapping tensor), which has no dense block to share."""
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.size(d)))
+    return tuple(order) if t.permute(order).is_contiguous() else None
+
+
+def layout_of(t):
+    """How `t` crosses the boundary: None (contiguous: shared as is), a permutation (shared as a
+    dense block read through that permutation, see dense_order) or "copy" (copied into a
+    contiguous block). Part of a compiled partition's input signature."""
+    if t.is_contiguous():
+        return None
+    return dense_order(t) or "copy"
+
+
 def to_lazuli(t):
     """A Lazuli tensor over `t`'s memory (no copy): device data, holding `t`.
 
     `t` must be a CPU tensor of a dtype Lazuli has. A non-contiguous tensor (a transpose, a strided
     slice) has no single dense block to share: it is copied once into a contiguous one
-    (``t.contiguous()``), the only copy this function makes. Writes to `t` are seen by the Lazuli
+    (``t.contiguous()``, counted TorchInputCopy), the only copy this function makes; compiled
+    partitions share a permuted dense tensor instead (dense_order). Writes to `t` are seen by the Lazuli
     tensor; an in-place update of the Lazuli tensor at a step barrier that donates its buffer
     writes into `t`. Autograd history is not carried (the data is detached)."""
     _check(t, "to_lazuli")
     if not t.is_contiguous():
         t = t.contiguous()
+        _C._bump_counter("TorchInputCopy", 1)
     t = t.detach()
     return _C._from_memory(t.data_ptr(), _CODE[t.dtype], tuple(t.shape), t)
 

@@ -36,7 +36,7 @@ import lazuli as lz
 from lazuli import _C
 
 from . import lowering, lowering_random
-from ._boundary import to_lazuli, to_torch
+from ._boundary import layout_of, to_lazuli, to_torch
 
 _GRAPH_IDS = iter(range(1 << 62))
 
@@ -169,22 +169,36 @@ def _signature(args) -> Tuple:
     key = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            key.append((a.dtype, tuple(a.shape)))
+            key.append((a.dtype, tuple(a.shape), layout_of(a)))
         else:
             key.append((type(a), a))
     return tuple(key)
 
 
+def _shared(a, layout):
+    """The torch tensor whose memory a partition's program reads for argument `a`: `a` itself,
+    or for a permuted dense `a` (layout a permutation) the contiguous view of its memory."""
+    return a.permute(layout) if isinstance(layout, tuple) else a
+
+
+def _inverse(perm):
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return inv
+
+
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
-    __slots__ = ("program", "spec", "outputs", "writebacks", "keyed")
+    __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts")
 
-    def __init__(self, program, spec, outputs, writebacks, keyed=False):
+    def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None):
         self.program = program    # _C._WarmProgram, or None when no output needs computing
         self.spec = spec          # the output structure (torch.utils._pytree spec)
         self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("const", tensor) | ("value", v)
         self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
         self.keyed = keyed        # the program's last input is a random key (lowering_random.py)
+        self.layouts = layouts    # per argument: layout_of (None for non-tensors)
 
 
 class LazuliPartition(torch.nn.Module):
@@ -215,9 +229,17 @@ class LazuliPartition(torch.nn.Module):
     # The trace: record on stand-ins over the inputs' memory, compile without running, drop.
     def _trace(self, args) -> Optional[_Traced]:
         _count("TorchTrace")
-        stand_ins = [to_lazuli(a) if isinstance(a, torch.Tensor) else a for a in args]
-        inputs = [s for s in stand_ins if isinstance(s, lz.Tensor)]
-        arg_of_input = [i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)]
+        layouts = [layout_of(a) if isinstance(a, torch.Tensor) else None for a in args]
+        # The program's inputs: device data over each tensor argument's memory (for a permuted
+        # dense argument, its dense block); the graph sees them through the inverse permutation.
+        inputs = [to_lazuli(_shared(a, layouts[i])) for i, a in enumerate(args)
+                  if isinstance(a, torch.Tensor)]
+        arg_of_input = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        stand_ins = list(args)
+        for j, i in enumerate(arg_of_input):
+            perm = layouts[i]
+            stand_ins[i] = (lz.permute(inputs[j], _inverse(perm)) if isinstance(perm, tuple)
+                            else inputs[j])
         # A partition that draws random numbers takes a key as one more input, fresh each call.
         keyed = lowering_random.uses_random(self.gm)
         key = to_lazuli(torch.zeros((), dtype=torch.int64)) if keyed else None
@@ -227,14 +249,15 @@ class LazuliPartition(torch.nn.Module):
                 out = lowering.interpret(self.gm, *stand_ins)
             flat, spec = torch.utils._pytree.tree_flatten(out)
             del out
-            by_id = {id(s): i for i, s in enumerate(stand_ins) if isinstance(s, lz.Tensor)}
+            by_id = {id(stand_ins[i]): (i, j) for j, i in enumerate(arg_of_input)}
             pending, outputs = [], []
             for o in flat:
                 state = lz.debug.tensor_state(o) if isinstance(o, lz.Tensor) else None
                 if state is None:
                     outputs.append(("value", o))
-                elif id(o) in by_id and state == "device_data":
-                    outputs.append(("arg", by_id[id(o)]))
+                elif (id(o) in by_id and
+                      lz.debug.tensor_state(inputs[by_id[id(o)][1]]) == "device_data"):
+                    outputs.append(("arg", by_id[id(o)][0]))  # an input returned unchanged
                 elif state in ("device_data", "host"):
                     outputs.append(("const", to_torch(o).clone()))
                 else:
@@ -263,7 +286,7 @@ class LazuliPartition(torch.nn.Module):
             return None
         finally:
             del stand_ins, inputs, key
-        return _Traced(program, spec, outputs, writebacks, keyed)
+        return _Traced(program, spec, outputs, writebacks, keyed, layouts)
 
     def _run(self, traced: _Traced, args):
         try:
@@ -306,7 +329,9 @@ class LazuliPartition(torch.nn.Module):
     def _run_program(self, traced: _Traced, args):
         results = []
         if traced.program is not None:
-            inputs = [to_lazuli(a) for a in args if isinstance(a, torch.Tensor)]
+            layouts = traced.layouts
+            inputs = [to_lazuli(_shared(a, layouts[i])) for i, a in enumerate(args)
+                      if isinstance(a, torch.Tensor)]
             if traced.keyed:
                 inputs.append(to_lazuli(lowering_random.fresh_key()))
             results = traced.program.run(inputs)
@@ -325,7 +350,7 @@ class LazuliPartition(torch.nn.Module):
             # An input that crossed as a contiguous copy, or a declined donation, is copied back.
             if _C._buffer_address(results[k]) != args[i].data_ptr():
                 with torch.no_grad():
-                    args[i].copy_(to_torch(results[k]))
+                    _shared(args[i], traced.layouts[i]).copy_(to_torch(results[k]))
                 _count("TorchWriteBackCopy")
         return torch.utils._pytree.tree_unflatten(flat, traced.spec)
 
