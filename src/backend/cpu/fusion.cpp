@@ -12,8 +12,8 @@
 //     has at most kMaxRecomputedOps ops (x - max(x) in a softmax), and materialized once otherwise.
 //  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops
 //     materializes it (otherwise each broadcast element would recompute it).
-//  5. A reduction (sum, prod, max, min) is one kernel with its elementwise producers fused in
-//     (rules 1-4 decide how far); its output is materialized.
+//  5. A reduction (sum, prod, max, min; on bool, max and min are any and all) is one kernel with
+//     its elementwise producers fused in (rules 1-4 decide how far); its output is materialized.
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
 //  7. Matrix products are library calls (oneDNN sgemm for float32); ops the code generator does
 //     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
@@ -193,7 +193,9 @@ class Planner {
     if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
     if (is_view(n->op)) return Kind::View;
     if (is_reduction(n->op)) {
-      return n->dtype == DType::Bool ? Kind::Opaque : Kind::Reduce;
+      // Bool max/min are any/all (an or/and fold); a bool sum or product is not recorded.
+      const bool any_all = n->op == OpKind::ReduceMax || n->op == OpKind::ReduceMin;
+      return n->dtype == DType::Bool && !any_all ? Kind::Opaque : Kind::Reduce;
     }
     return Kind::Opaque;
   }

@@ -477,6 +477,11 @@ class Emitter {
   llvm::Value* reduce_init() {
     DType t = spec_.out_dtype;
     const double inf = std::numeric_limits<double>::infinity();
+    if (t == DType::Bool) {  // any (max: or from false), all (min: and from true)
+      if (spec_.reduce_op == OpKind::ReduceMax) return b_.getInt1(false);
+      if (spec_.reduce_op == OpKind::ReduceMin) return b_.getInt1(true);
+      throw std::runtime_error("codegen: unsupported bool reduction");
+    }
     switch (spec_.reduce_op) {
       case OpKind::ReduceSum: return constant(t, 0);
       case OpKind::ReduceProd: return constant(t, 1);
@@ -496,6 +501,9 @@ class Emitter {
     const bool f = is_float(spec_.out_dtype);
     llvm::FastMathFlags fmf;
     fmf.setAllowReassoc(reassoc);
+    if (spec_.out_dtype == DType::Bool) {
+      return spec_.reduce_op == OpKind::ReduceMax ? b_.CreateOr(acc, v) : b_.CreateAnd(acc, v);
+    }
     switch (spec_.reduce_op) {
       case OpKind::ReduceSum:
         if (!f) return b_.CreateAdd(acc, v);
