@@ -48,6 +48,12 @@ void check_fill_value(const char* op, const Scalar& s, DType dtype) {
     case DType::Float32:
       ok = !std::isfinite(d) || std::fabs(d) <= std::numeric_limits<float>::max();
       break;
+    case DType::Float16:
+      ok = !std::isfinite(d) || std::fabs(d) <= 65504.0;
+      break;
+    case DType::BFloat16:
+      ok = !std::isfinite(d) || std::fabs(d) <= 0x1.fep127;  // the largest finite bfloat16
+      break;
     case DType::Int32:
     case DType::Int64: {
       double lo = dtype == DType::Int32 ? -0x1p31 : -0x1p63, hi = -lo;  // [lo, hi)
