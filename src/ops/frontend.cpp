@@ -17,8 +17,11 @@ ir::Value value_of(const Tensor& t, const char* op) {
 
 Tensor wrap(ir::Value v) {
   if (current_region()) note_node_location(v.node.get());
-  // An op that can fail at run time (an index op) waits in eager mode, so it raises at its line.
-  bool fallible = v.node->origin != nullptr;
+  // An op that can fail at run time (an index op) waits in eager mode, so it raises at its line;
+  // one over 16-bit floats is the cast of its float32 result (node_outputs below).
+  const ir::Node* n = v.node.get();
+  bool fallible = n->origin != nullptr ||
+                  (n->op == ir::OpKind::Cast && n->operands[0].node->origin != nullptr);
   Tensor t(internal::TensorImpl::from_value(std::move(v)));
   if (eager_mode()) {
     // Each op is its own small program, cached per op signature like any graph.

@@ -281,3 +281,41 @@ def test_fill_values_out_of_the_16_bit_range_raise():
     with pytest.raises((ValueError, RuntimeError), match="float16"):
         lz.full((2,), 1e5, dtype=lz.float16)
     assert values(lz.full((2,), 1e5, dtype=lz.bfloat16)).tolist() == [99840.0, 99840.0]
+
+
+# ---- checkpoints, pickling, eager mode ----
+
+def test_checkpoints_and_pickles_keep_16_bit_tensors(tmp_path):
+    import copy
+    import pickle
+    b = lz.tensor([1.5, -2.0, 1e-3]).bfloat16()
+    h = lz.tensor(np.array([0.5, -65504.0, 6e-8], np.float16))
+    lz.save({"b": b, "h": h}, tmp_path / "c.safetensors")
+    got = lz.load(tmp_path / "c.safetensors")
+    assert got["b"].dtype == BF16 and got["h"].dtype == F16
+    np.testing.assert_array_equal(values(got["b"]), values(b))
+    np.testing.assert_array_equal(got["h"].numpy(), h.numpy())
+    for t in (b, h):
+        for back in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
+            assert back.dtype == t.dtype
+            np.testing.assert_array_equal(values(back), values(t))
+
+
+def test_eager_mode_computes_16_bit_ops_one_at_a_time(backend):
+    lz.eager_mode(True)
+    try:
+        x = lz.ones(4).bfloat16() * 3
+        y = lz.exp(x.half() - 3)
+        assert y.dtype == F16 and values(y).tolist() == [1.0] * 4
+    finally:
+        lz.eager_mode(False)
+
+
+def test_eager_index_errors_on_16_bit_tensors_raise_at_their_line():
+    lz.eager_mode(True)
+    try:
+        base = lz.zeros(3).bfloat16()
+        with pytest.raises(IndexError, match="out of range"):
+            base.scatter_add(0, lz.tensor([5]), lz.ones(1).bfloat16())
+    finally:
+        lz.eager_mode(False)
