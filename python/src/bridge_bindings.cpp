@@ -107,7 +107,8 @@ py::dtype numpy_dtype(lz::DType t) {
     case lz::DType::Float16: return py::dtype("float16");
     case lz::DType::BFloat16: break;
   }
-  throw py::type_error("numpy has no " + std::string(lz::dtype_name(t)) + "; cast to float32 first");
+  throw py::type_error("numpy has no " + std::string(lz::dtype_name(t)) +
+                       "; cast to float32 first");
 }
 
 // The tensor's value as a writable numpy array over its Lazuli buffer (a value read when it is

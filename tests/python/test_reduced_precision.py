@@ -76,14 +76,14 @@ def test_python_scalars_and_zero_dim_tensors_keep_the_16_bit_dtype():
 def test_casts_round_to_nearest_even_and_keep_nan_and_inf():
     ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, -(1 + 2**-8)], np.float32)
     assert values(lz.tensor(ties).bfloat16()).tolist() == [1.0, 1 + 2**-6, 1 + 2**-7, -1.0]
-    ties16 = np.array([1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-25, 65519.0, 65520.0], np.float32)
+    ties16 = np.array([1 + 2**-11, 1 + 3 * 2**-11, 2**-25, 3 * 2**-25, 65519.0, 65520.0],
+                      np.float32)
     got = values(lz.tensor(ties16).half())
     assert got.tolist() == [1.0, 1 + 2**-9, 0.0, 2**-23, 65504.0, np.inf]
     special = np.array([np.nan, np.inf, -np.inf, -0.0, 3.4e38], np.float32)
-    b = values(lz.tensor(special).bfloat16())
-    assert np.isnan(b[0]) and b[1] == np.inf and b[2] == -np.inf and np.signbit(b[3]) and b[4] == np.inf
-    h = values(lz.tensor(special).half())
-    assert np.isnan(h[0]) and h[1] == np.inf and h[2] == -np.inf and np.signbit(h[3]) and h[4] == np.inf
+    for got in (values(lz.tensor(special).bfloat16()), values(lz.tensor(special).half())):
+        assert np.isnan(got[0]) and got[1] == np.inf and got[2] == -np.inf
+        assert np.signbit(got[3]) and got[3] == 0 and got[4] == np.inf
 
 
 def test_half_casts_match_numpy_bit_for_bit(rng, backend):
@@ -105,7 +105,8 @@ def test_casts_round_trip_between_every_dtype(backend):
         for b in (F32, F64, lz.int32, lz.int64, F16, BF16):
             back = t.to(b).to(a)
             assert back.dtype == a
-            np.testing.assert_array_equal(values(back), np.trunc(src) if b in (lz.int32, lz.int64) else src)
+            want = np.trunc(src) if b in (lz.int32, lz.int64) else src
+            np.testing.assert_array_equal(values(back), want)
         assert t.to(lz.bool).numpy().tolist() == [False, True, True, True, True]
         assert lz.tensor([True, False]).to(a).float().numpy().tolist() == [1.0, 0.0]
 
@@ -219,7 +220,8 @@ def test_in_place_updates_keep_the_dtype(backend):
 
 
 def test_both_backends_agree_on_a_small_network(rng):
-    a, b = rng.standard_normal((16, 24)).astype(np.float32), rng.standard_normal((24, 8)).astype(np.float32)
+    a = rng.standard_normal((16, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 8)).astype(np.float32)
 
     def run():
         x, w = lz.tensor(a).bfloat16(), lz.tensor(b).bfloat16()
@@ -319,3 +321,14 @@ def test_eager_index_errors_on_16_bit_tensors_raise_at_their_line():
             base.scatter_add(0, lz.tensor([5]), lz.ones(1).bfloat16())
     finally:
         lz.eager_mode(False)
+
+
+def test_rand_stays_below_one_on_the_16_bit_grid(backend):
+    # As PyTorch: k / 2^digits (8 digits for bfloat16, 11 for float16), never 1.
+    for dtype, steps in ((BF16, 256), (F16, 2048)):
+        u = values(lz.rand(20000, dtype=dtype))
+        assert u.min() >= 0 and u.max() < 1
+        np.testing.assert_array_equal(u * steps, np.floor(u * steps))
+        assert len(np.unique(u)) > steps // 2
+        n = values(lz.randn(20000, dtype=dtype))
+        assert abs(n.mean()) < 0.05 and abs(n.std() - 1) < 0.05
