@@ -37,11 +37,14 @@ _dtype_names = {int(v): k for k, v in dtype.__members__.items()}
 dtype.__repr__ = dtype.__str__ = lambda self: f"lazuli.{_dtype_names[int(self)]}"
 float32 = _C.dtype.float32
 float64 = _C.dtype.float64
+float16 = _C.dtype.float16
+bfloat16 = _C.dtype.bfloat16
 int32 = _C.dtype.int32
 int64 = _C.dtype.int64
 bool = _C.dtype.bool  # noqa: A001  (PyTorch's spelling: lz.bool)
 float = float32  # noqa: A001
 double = float64
+half = float16
 long = int64
 
 __version__ = "0.1.0"

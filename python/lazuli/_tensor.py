@@ -9,6 +9,7 @@ from . import _C, _indexing
 _NP_TO_LZ = {
     np.dtype(np.float32): _C.dtype.float32,
     np.dtype(np.float64): _C.dtype.float64,
+    np.dtype(np.float16): _C.dtype.float16,
     np.dtype(np.int32): _C.dtype.int32,
     np.dtype(np.int64): _C.dtype.int64,
     np.dtype(np.bool_): _C.dtype.bool,
@@ -17,8 +18,10 @@ _LZ_TO_NP = {v: k for k, v in _NP_TO_LZ.items()}
 
 
 # PyTorch's dtype order for promotion across the elements of nested data (a total order for the
-# dtypes Lazuli has: bool < int32 < int64 < float32 < float64).
-_RANK = [_C.dtype.bool, _C.dtype.int32, _C.dtype.int64, _C.dtype.float32, _C.dtype.float64]
+# dtypes numpy has: bool < int32 < int64 < float16 < float32 < float64; a bfloat16 tensor inside a
+# list is left to numpy, whose conversion of it raises: numpy has no bfloat16).
+_RANK = [_C.dtype.bool, _C.dtype.int32, _C.dtype.int64, _C.dtype.float16, _C.dtype.float32,
+         _C.dtype.float64]
 
 
 def _element_dtype(t, x):
@@ -33,7 +36,7 @@ def _element_dtype(t, x):
     if issubclass(t, (np.generic, np.ndarray)):
         return _NP_TO_LZ.get(x.dtype)
     if issubclass(t, _C.Tensor):
-        return x.dtype
+        return x.dtype if x.dtype != _C.dtype.bfloat16 else None
     if issubclass(t, numbers.Integral):
         return _C.dtype.int64
     if issubclass(t, numbers.Real):
@@ -91,6 +94,9 @@ def tensor(data, dtype=None):
     if dtype is not None:
         if not isinstance(dtype, _C.dtype):
             raise TypeError(f"tensor: dtype must be a lazuli dtype, got {dtype!r}")
+        if dtype == _C.dtype.bfloat16:
+            # numpy has no bfloat16: float32 holds the values, rounded (to nearest even) by a cast.
+            return _C.from_numpy(arr.astype(np.float32)).to(dtype)
         arr = arr.astype(_LZ_TO_NP[dtype])
     if arr is data or arr.base is not None:
         arr = arr.copy()  # from_numpy shares the array's memory; tensor() owns its data

@@ -24,7 +24,8 @@ _STRUCTURE_VERSION = 1
 
 _NP_DTYPES = {
     _C.dtype.float32: np.float32, _C.dtype.float64: np.float64, _C.dtype.int32: np.int32,
-    _C.dtype.int64: np.int64, _C.dtype.bool: np.bool_,
+    _C.dtype.int64: np.int64, _C.dtype.bool: np.bool_, _C.dtype.float16: np.float16,
+    _C.dtype.bfloat16: np.float32,  # numpy has no bfloat16: pickled as float32 (exact), cast back
 }
 _DTYPE_BY_NAME = {name: dt for name, dt in _C.dtype.__members__.items()}
 
@@ -197,6 +198,8 @@ def _rebuild_tensor(values, dtype_name, shape, requires_grad):
         raise ValueError(f"unpickling a lazuli tensor of unknown dtype {dtype_name!r}")
     arr = np.array(values, dtype=_NP_DTYPES[dt], copy=True).reshape(tuple(shape))
     t = _C.from_numpy(arr)
+    if dt == _C.dtype.bfloat16:
+        t = t.to(dt)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -204,7 +207,8 @@ def _rebuild_tensor(values, dtype_name, shape, requires_grad):
 
 def _reduce_ex(self, protocol):
     # A value read: pickling stores values, as PyTorch does (not the pending graph).
-    return (_rebuild_tensor, (self.numpy(), self.dtype.name, tuple(self.shape),
+    values = self.float().numpy() if self.dtype == _C.dtype.bfloat16 else self.numpy()
+    return (_rebuild_tensor, (values, self.dtype.name, tuple(self.shape),
                               bool(self.requires_grad)))
 
 

@@ -72,6 +72,8 @@ lz::DType dtype_of_code(int code) {
     case static_cast<int>(lz::DType::Int64): return lz::DType::Int64;
     case static_cast<int>(lz::DType::Float32): return lz::DType::Float32;
     case static_cast<int>(lz::DType::Float64): return lz::DType::Float64;
+    case static_cast<int>(lz::DType::Float16): return lz::DType::Float16;
+    case static_cast<int>(lz::DType::BFloat16): return lz::DType::BFloat16;
   }
   throw py::value_error("unknown lazuli dtype code " + std::to_string(code));
 }
@@ -102,8 +104,11 @@ py::dtype numpy_dtype(lz::DType t) {
     case lz::DType::Int64: return py::dtype::of<int64_t>();
     case lz::DType::Float32: return py::dtype::of<float>();
     case lz::DType::Float64: return py::dtype::of<double>();
+    case lz::DType::Float16: return py::dtype("float16");
+    case lz::DType::BFloat16: break;
   }
-  throw py::value_error("unknown dtype");
+  throw py::type_error("numpy has no " + std::string(lz::dtype_name(t)) +
+                       "; cast to float32 first");
 }
 
 // The tensor's value as a writable numpy array over its Lazuli buffer (a value read when it is

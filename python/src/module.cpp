@@ -117,6 +117,10 @@ py::array to_numpy(const lz::Tensor& t) {
     case lz::DType::Int64: dt = py::dtype::of<int64_t>(); break;
     case lz::DType::Float32: dt = py::dtype::of<float>(); break;
     case lz::DType::Float64: dt = py::dtype::of<double>(); break;
+    case lz::DType::Float16: dt = py::dtype("float16"); break;
+    case lz::DType::BFloat16:
+      throw py::type_error("numpy() of a bfloat16 tensor: numpy has no bfloat16; cast first, "
+                           "e.g. t.float().numpy()");
   }
   py::array out(dt, shape);
   size_t n = static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype());
@@ -131,12 +135,13 @@ lz::Tensor from_numpy(const py::array& arr) {
   lz::DType t;
   if (kind == 'f' && size == 4) t = lz::DType::Float32;
   else if (kind == 'f' && size == 8) t = lz::DType::Float64;
+  else if (kind == 'f' && size == 2) t = lz::DType::Float16;
   else if (kind == 'i' && size == 4) t = lz::DType::Int32;
   else if (kind == 'i' && size == 8) t = lz::DType::Int64;
   else if (kind == 'b') t = lz::DType::Bool;
   else {
     throw py::type_error("lazuli does not support numpy dtype " + std::string(py::str(dt)) +
-                         "; supported: float32, float64, int32, int64, bool (convert with .astype())");
+                         "; supported: float16, float32, float64, int32, int64, bool (convert with .astype())");
   }
   // The tensor shares the array's memory, as PyTorch's from_numpy does: writes to the array show
   // in the tensor until it takes a new value, and a step barrier that updates the tensor in place
@@ -198,6 +203,8 @@ PYBIND11_MODULE(_C, m) {
       .value("int64", lz::DType::Int64)
       .value("float32", lz::DType::Float32)
       .value("float64", lz::DType::Float64)
+      .value("float16", lz::DType::Float16)
+      .value("bfloat16", lz::DType::BFloat16)
       .def_property_readonly("itemsize", [](lz::DType d) { return lz::dtype_size(d); })
       .def_property_readonly("is_floating_point", [](lz::DType d) { return lz::is_floating(d); });
 

@@ -65,7 +65,8 @@ void check_device(py::handle d) {
   if (ok) return;
   std::string msg = "Tensor.to(): '" + spec + "' is not a Lazuli device (its one device is 'cpu', "
                     "also called 'lazy' or 'lazuli', optionally with ':0')";
-  for (const char* dt : {"float32", "float64", "int32", "int64", "bool", "float", "double", "long", "int"}) {
+  for (const char* dt : {"float32", "float64", "float16", "bfloat16", "int32", "int64", "bool",
+                         "float", "double", "half", "long", "int"}) {
     if (spec == dt) msg += "; for a dtype pass lz." + spec + ", not a string";
   }
   throw py::value_error(msg);
@@ -183,7 +184,8 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   // As to(dtype): the tensor itself when it has the dtype already.
   const std::pair<const char*, lz::DType> casts[] = {
       {"float", lz::DType::Float32}, {"double", lz::DType::Float64}, {"int", lz::DType::Int32},
-      {"long", lz::DType::Int64}, {"bool", lz::DType::Bool}};
+      {"long", lz::DType::Int64}, {"bool", lz::DType::Bool},
+      {"half", lz::DType::Float16}, {"bfloat16", lz::DType::BFloat16}};
   for (auto [name, dt] : casts) {
     cls.def(name, [dt = dt](py::object self) -> py::object {
       const Tensor& x = self.cast<const Tensor&>();

@@ -8,12 +8,18 @@ namespace {
 using lz::Operand;
 using lz::Tensor;
 
+// The values as numpy holds them: a bfloat16 tensor, which numpy has no dtype for, reads as
+// float32 (exact), so item(), tolist() and float() work on it as in PyTorch.
+py::array to_numpy_values(const Tensor& t) {
+  return to_numpy(t.dtype() == lz::DType::BFloat16 ? lz::cast(t, lz::DType::Float32) : t);
+}
+
 py::object read_scalar(const Tensor& t, const char* what) {
   if (t.numel() != 1) {
     throw py::value_error(std::string(what) + ": only one-element tensors can be converted to Python scalars (shape " +
                           lz::shape_str(t.shape()) + ")");
   }
-  py::array a = to_numpy(t);
+  py::array a = to_numpy_values(t);
   return a.attr("reshape")(py::tuple()).attr("item")();
 }
 
@@ -55,7 +61,7 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
              return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
            }, py::arg("dtype") = py::none())
       .def("item", [](const Tensor& x) { return read_scalar(x, "item"); })
-      .def("tolist", [](const Tensor& x) { return to_numpy(x).attr("tolist")(); })
+      .def("tolist", [](const Tensor& x) { return to_numpy_values(x).attr("tolist")(); })
       .def("__float__", [](const Tensor& x) { return read_scalar(x, "float").cast<double>(); })
       .def("__int__", [](const Tensor& x) { return read_scalar(x, "int").attr("__int__")(); })
       .def("__index__", [](const Tensor& x) {

@@ -9,6 +9,8 @@ std::string_view dtype_name(DType t) {
     case DType::Int64: return "int64";
     case DType::Float32: return "float32";
     case DType::Float64: return "float64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
   }
   return "?";
 }
@@ -20,13 +22,33 @@ size_t dtype_size(DType t) {
     case DType::Int64: return 8;
     case DType::Float32: return 4;
     case DType::Float64: return 8;
+    case DType::Float16: return 2;
+    case DType::BFloat16: return 2;
   }
   return 0;
 }
 
+namespace {
+// Rank within PyTorch's promotion lattice; the two 16-bit floats share a rank (neither holds the
+// other, so together they meet at float32).
+int promotion_rank(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::Int32: return 1;
+    case DType::Int64: return 2;
+    case DType::Float16:
+    case DType::BFloat16: return 3;
+    case DType::Float32: return 4;
+    case DType::Float64: return 5;
+  }
+  return 0;
+}
+}  // namespace
+
 DType promote_types(DType a, DType b) {
-  // The enum is ordered so that the larger one is the promoted type for every pair we support.
-  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;
+  if (a == b) return a;
+  if (is_reduced_float(a) && is_reduced_float(b)) return DType::Float32;
+  return promotion_rank(a) >= promotion_rank(b) ? a : b;
 }
 
 DType default_float_dtype() { return DType::Float32; }

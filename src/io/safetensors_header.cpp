@@ -22,12 +22,13 @@ struct DTypeName {
 };
 constexpr DTypeName kDTypes[] = {
     {DType::Bool, "BOOL"},   {DType::Int32, "I32"},   {DType::Int64, "I64"},
-    {DType::Float32, "F32"}, {DType::Float64, "F64"},
+    {DType::Float32, "F32"}, {DType::Float64, "F64"}, {DType::Float16, "F16"},
+    {DType::BFloat16, "BF16"},
 };
 // Valid safetensors dtypes Lazuli has no tensors of: named as such in the error, not as unknown.
 constexpr std::string_view kForeignDTypes[] = {
-    "U8",      "I8",      "U16",     "I16",     "U32",     "U64", "F16", "BF16",
-    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+    "U8",      "I8",      "U16",     "I16",     "U32", "U64",
+    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64"};
 
 [[noreturn]] void fail(const std::string& what) { throw ValueError(what); }
 
@@ -72,7 +73,7 @@ TensorEntry parse_entry(const std::string& name, const Json& info) {
                    std::end(kForeignDTypes);
     fail("tensor " + named(name) + ": " + (foreign ? "dtype " : "unknown dtype ") + named(dts) +
          (foreign ? " is not supported by Lazuli" : "") +
-         " (Lazuli reads BOOL, I32, I64, F32, F64)");
+         " (Lazuli reads BOOL, I32, I64, F16, BF16, F32, F64)");
   }
   e.dtype = *d;
 

@@ -25,7 +25,7 @@ enum class OpClass : uint8_t { Leaf, Random, Unary, Binary, Compare, Ternary, Re
 
 // The operand dtypes an op is defined for, as a set of categories.
 enum DTypeSet : uint8_t {
-  kFloatSet = 1,  // float32, float64
+  kFloatSet = 1,  // float32, float64, float16, bfloat16
   kIntSet = 2,    // int32, int64
   kBoolSet = 4,
 };

@@ -48,6 +48,12 @@ void check_fill_value(const char* op, const Scalar& s, DType dtype) {
     case DType::Float32:
       ok = !std::isfinite(d) || std::fabs(d) <= std::numeric_limits<float>::max();
       break;
+    case DType::Float16:
+      ok = !std::isfinite(d) || std::fabs(d) <= 65504.0;
+      break;
+    case DType::BFloat16:
+      ok = !std::isfinite(d) || std::fabs(d) <= 0x1.fep127;  // the largest finite bfloat16
+      break;
     case DType::Int32:
     case DType::Int64: {
       double lo = dtype == DType::Int32 ? -0x1p31 : -0x1p63, hi = -lo;  // [lo, hi)
@@ -232,6 +238,16 @@ ir::Value random(OpKind op, const IntList& shape, DType dtype, const char* name)
     throw TypeError(std::string(name) + ": dtype " + std::string(dtype_name(dtype)) + " is not a floating type");
   }
   check_shape(name, shape, dtype);
+  if (op == OpKind::RngUniform && is_reduced_float(dtype)) {
+    // As PyTorch: a 16-bit uniform is k / 2^digits for a random k below 2^digits (digits 8 for
+    // bfloat16, 11 for float16), exact in the type and below 1, where rounding a float32 draw
+    // could give 1.
+    ir::Value u = random(op, shape, DType::Float32, name);
+    double steps = dtype == DType::BFloat16 ? 256.0 : 2048.0;
+    auto c = [](double v) { return ir::Value{ir::make_constant(v, DType::Float32), 0}; };
+    ir::Value k = node(OpKind::Floor, {node(OpKind::Mul, {u, c(steps)})});
+    return frontend::cast(node(OpKind::Mul, {k, c(1.0 / steps)}), dtype);
+  }
   return node(op, {internal::default_device().rng_key_and_advance()},
               ir::RandomAttrs{Shape(shape.begin(), shape.end()), dtype});
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "core/reduced_float.h"
 #include "exec/compile_region.h"
 #include "exec/graph_executor.h"
 
@@ -16,8 +17,11 @@ ir::Value value_of(const Tensor& t, const char* op) {
 
 Tensor wrap(ir::Value v) {
   if (current_region()) note_node_location(v.node.get());
-  // An op that can fail at run time (an index op) waits in eager mode, so it raises at its line.
-  bool fallible = v.node->origin != nullptr;
+  // An op that can fail at run time (an index op) waits in eager mode, so it raises at its line;
+  // one over 16-bit floats is the cast of its float32 result (node_outputs below).
+  const ir::Node* n = v.node.get();
+  bool fallible = n->origin != nullptr ||
+                  (n->op == ir::OpKind::Cast && n->operands[0].node->origin != nullptr);
   Tensor t(internal::TensorImpl::from_value(std::move(v)));
   if (eager_mode()) {
     // Each op is its own small program, cached per op signature like any graph.
@@ -31,8 +35,63 @@ Tensor wrap(ir::Value v) {
   return t;
 }
 
+namespace {
+
+// Ops that only move, relabel or convert elements: they keep 16-bit floats as they are.
+bool keeps_reduced_floats(ir::OpKind op) {
+  using ir::OpKind;
+  switch (op) {
+    case OpKind::Cast:
+    case OpKind::GradLeaf:
+    case OpKind::StopGradient:
+    case OpKind::DeviceData:
+    case OpKind::Constant:
+    case OpKind::Iota:
+    case OpKind::IndexSelect:
+    case OpKind::Gather:
+    case OpKind::IndexCopy: return true;
+    default: return ir::op_info(op).cls == ir::OpClass::Movement;
+  }
+}
+
+// A random op's drawn dtype, when it is a 16-bit float (drawn in float32, then rounded).
+bool widen_random_attrs(ir::Attrs& attrs) {
+  auto* r = std::get_if<ir::RandomAttrs>(&attrs);
+  if (!r || !is_reduced_float(r->dtype)) return false;
+  r->dtype = DType::Float32;
+  return true;
+}
+
+}  // namespace
+
+// float16 and bfloat16 compute in float32, as PyTorch does on CPUs: an op that computes (anything
+// but movement, indexing loads and casts) reads its 16-bit operands widened to float32 and its
+// 16-bit results are rounded back, once per op. The node as the user wrote it is made first, so
+// its checks (shapes, the op table's dtype policy) and its output dtypes are the user's; the
+// backends then see 16-bit floats only in casts, leaves and byte moves.
+std::vector<ir::Value> node_outputs(ir::OpKind op, std::vector<ir::Value> operands,
+                                    ir::Attrs attrs) {
+  ir::NodePtr n = ir::make_node(op, operands, attrs);
+  bool widen = false;
+  if (!keeps_reduced_floats(op)) {
+    for (const ir::Value& v : operands) widen = widen || is_reduced_float(v.dtype());
+    widen = widen_random_attrs(attrs) || widen;
+  }
+  std::vector<ir::Value> outs;
+  if (!widen) {
+    for (int k = 0; k < n->num_outputs(); ++k) outs.push_back({n, k});
+    return outs;
+  }
+  for (ir::Value& v : operands) {
+    if (is_reduced_float(v.dtype())) v = cast(std::move(v), DType::Float32);
+  }
+  ir::NodePtr w = ir::make_node(op, std::move(operands), std::move(attrs));
+  for (int k = 0; k < n->num_outputs(); ++k) outs.push_back(cast({w, k}, n->output_dtype(k)));
+  return outs;
+}
+
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs) {
-  return {ir::make_node(op, std::move(operands), std::move(attrs)), 0};
+  return node_outputs(op, std::move(operands), std::move(attrs))[0];
 }
 
 ir::Value unary(ir::OpKind op, ir::Value x) { return node(op, {std::move(x)}); }
@@ -48,6 +107,13 @@ ir::Value scalar_value(const Scalar& s, DType dtype) {
     case DType::Int64: *static_cast<int64_t*>(p) = s.to_int(); break;
     case DType::Float32: *static_cast<float*>(p) = static_cast<float>(s.to_double()); break;
     case DType::Float64: *static_cast<double*>(p) = s.to_double(); break;
+    case DType::Float16:
+    case DType::BFloat16: {
+      // The scalar is rounded to the tensor's dtype (PyTorch keeps it in float32 for the op).
+      uint16_t h = to_reduced(dtype, static_cast<float>(s.to_double()));
+      std::memcpy(p, &h, sizeof h);
+      break;
+    }
   }
   auto buf = std::make_shared<DeviceBuffer>(dtype, Shape{}, upload(bytes, dtype_size(dtype)));
   return {ir::make_device_data(std::move(buf)), 0};

@@ -23,6 +23,10 @@ Tensor wrap(ir::Value v);
 void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op,
                         std::optional<int64_t> ignore = std::nullopt);
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs = {});
+// Every output of a multi-output node (sort, max_pool); node() is its output 0. Both compute
+// float16/bfloat16 operands in float32 and round the results (frontend.cpp).
+std::vector<ir::Value> node_outputs(ir::OpKind op, std::vector<ir::Value> operands,
+                                    ir::Attrs attrs = {});
 ir::Value unary(ir::OpKind op, ir::Value x);
 
 // A number as an IR value of `dtype`: 0 and 1 are baked constants, any other value is a fresh

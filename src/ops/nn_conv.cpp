@@ -195,9 +195,10 @@ std::pair<Tensor, Tensor> max_pool_nd(size_t sp, const char* op, const Tensor& x
                                       const IntList& padding, const IntList& dilation,
                                       bool ceil_mode) {
   pool_input(x, sp, op);
-  ir::Value v = node(OpKind::MaxPool, {frontend::value_of(x, op)},
-                     pool_attrs(sp, op, kernel, stride, padding, dilation, ceil_mode));
-  return {wrap(v), wrap(ir::Value{v.node, 1})};
+  std::vector<ir::Value> v =
+      frontend::node_outputs(OpKind::MaxPool, {frontend::value_of(x, op)},
+                             pool_attrs(sp, op, kernel, stride, padding, dilation, ceil_mode));
+  return {wrap(v[0]), wrap(v[1])};
 }
 
 Tensor avg_pool_nd(size_t sp, const char* op, const Tensor& x, const IntList& kernel,

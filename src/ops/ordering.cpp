@@ -11,8 +11,9 @@ using ir::OpKind;
 std::pair<Tensor, Tensor> sort(const Tensor &x, int64_t dim, bool descending, bool stable) {
   ir::Value v = frontend::value_of(x, "sort");
   const int64_t d = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), "sort");
-  ir::Value values = node(OpKind::Sort, {v}, ir::SortAttrs{d, descending, stable});
-  return {wrap(values), wrap(ir::Value{values.node, 1})};
+  std::vector<ir::Value> out =
+      frontend::node_outputs(OpKind::Sort, {v}, ir::SortAttrs{d, descending, stable});
+  return {wrap(out[0]), wrap(out[1])};
 }
 
 Tensor argsort(const Tensor &x, int64_t dim, bool descending, bool stable) {

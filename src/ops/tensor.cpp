@@ -4,6 +4,7 @@
 #include <functional>
 #include <sstream>
 
+#include "core/reduced_float.h"
 #include "core/metrics.h"
 #include "exec/device_executor.h"
 #include "exec/graph_executor.h"
@@ -83,6 +84,9 @@ T convert_element(DType dt, const void* p, int64_t i) {
     case DType::Int64: return static_cast<T>(static_cast<const int64_t*>(p)[i]);
     case DType::Float32: return static_cast<T>(static_cast<const float*>(p)[i]);
     case DType::Float64: return static_cast<T>(static_cast<const double*>(p)[i]);
+    case DType::Float16:
+    case DType::BFloat16:
+      return static_cast<T>(from_reduced(dt, static_cast<const uint16_t*>(p)[i]));
   }
   return T{};
 }

@@ -126,6 +126,10 @@ Result read(const Tensor& t) {
   r.dtype = t.dtype();
   r.shape = t.shape();
   switch (r.dtype) {
+    case DType::Float16:
+    case DType::BFloat16:  // not among kDTypes: read as float32
+      for (float v : lz::cast(t, DType::Float32).to_vector<float>()) r.f.push_back(v);
+      break;
     case DType::Float32:
       for (float v : t.to_vector<float>()) r.f.push_back(v);
       break;
@@ -333,6 +337,8 @@ class RandomGraph {
     const auto n = static_cast<size_t>(numel(s));
     *mag = 0;
     switch (dt) {
+      case DType::Float16:
+      case DType::BFloat16: break;  // not among kDTypes
       case DType::Float32:
       case DType::Float64: {
         std::vector<double> v(n);
@@ -1310,6 +1316,8 @@ const DType kDTypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::In
 std::vector<double> special_values(DType dt) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   switch (dt) {
+    case DType::Float16:
+    case DType::BFloat16: break;  // not among kDTypes
     case DType::Float32:
     case DType::Float64: {
       std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 0.49999997, -7.25, nan, -nan,
@@ -1341,6 +1349,8 @@ std::vector<double> padded(const std::vector<double>& values, DType dt, size_t n
   v.resize(n);
   for (double& x : v) {
     switch (dt) {
+      case DType::Float16:
+      case DType::BFloat16: break;  // not among kDTypes
       case DType::Float32: x = static_cast<float>(x); break;
       case DType::Float64: break;
       case DType::Int32: x = static_cast<double>(static_cast<int32_t>(std::trunc(x))); break;
@@ -1356,6 +1366,8 @@ std::vector<double> padded(const std::vector<double>& values, DType dt, size_t n
 Tensor host_tensor(const std::vector<double>& values, DType dt, const Shape& shape) {
   const std::vector<double> v = padded(values, dt, static_cast<size_t>(numel(shape)));
   switch (dt) {
+    case DType::Float16:
+    case DType::BFloat16: break;  // not among kDTypes
     case DType::Float32: {
       std::vector<float> f;
       for (double x : v) f.push_back(static_cast<float>(x));

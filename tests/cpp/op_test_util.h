@@ -31,6 +31,8 @@ inline lz::Tensor make(const std::vector<double>& values, const std::vector<int6
     case lz::DType::Int64: return convert(int64_t{0});
     case lz::DType::Float32: return convert(0.0f);
     case lz::DType::Float64: return convert(0.0);
+    case lz::DType::Float16:
+    case lz::DType::BFloat16: return lz::cast(convert(0.0f), dtype);  // rounded to nearest even
   }
   return {};
 }

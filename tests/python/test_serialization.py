@@ -205,7 +205,7 @@ def test_bad_files_raise_value_error_naming_the_file(tmp_path):
     cases = {
         "overlap": ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                      "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, f32, "overlap"),
-        "dtype": ({"a": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}}, f32,
+        "dtype": ({"a": {"dtype": "I16", "shape": [4], "data_offsets": [0, 8]}}, f32,
                   "not supported"),
         "size": ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, f32, "needs 12"),
         "truncated": ({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, f32,

@@ -285,7 +285,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     w_c = None if weight is None else weight.to(log_probs.dtype).reshape(
         n_classes, *([1] * (log_probs.ndim - 2)))
     if tuple(target.shape) == tuple(input.shape):  # class probabilities
-        if tgt.dtype not in (_C.dtype.float32, _C.dtype.float64):
+        if not tgt.dtype.is_floating_point:
             raise TypeError(f"{fn}: a target of the input's shape holds class probabilities and "
                             f"must be floating point, got {tgt.dtype}")
         if ignore_index >= 0:

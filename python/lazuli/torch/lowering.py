@@ -48,8 +48,15 @@ TORCH_TO_LZ = {
     torch.int32: lz.int32,
     torch.int64: lz.int64,
     torch.bool: lz.bool,
+    torch.float16: lz.float16,
+    torch.bfloat16: lz.bfloat16,
 }
 LZ_TO_TORCH = {int(v): k for k, v in TORCH_TO_LZ.items()}
+
+# Lazuli computes float16 and bfloat16 in float32 and rounds each op's result, as PyTorch does on
+# CPUs, so an entry that takes float32 takes them too (why_not); the entries' own dtype sets, and
+# docs/torch-support.md's dtype column, name the dtypes they were written and checked for.
+REDUCED_FLOATS: FrozenSet[torch.dtype] = frozenset({torch.float16, torch.bfloat16})
 
 FLOATS: FrozenSet[torch.dtype] = frozenset({torch.float32, torch.float64})
 INTS: FrozenSet[torch.dtype] = frozenset({torch.int32, torch.int64})
@@ -124,7 +131,8 @@ def why_not(target, args, kwargs) -> Optional[str]:
     if entry is None:
         return "no lowering"
     for t in _tensors((args, tuple(kwargs.values()))):
-        if t.dtype not in entry.dtypes:
+        if t.dtype not in entry.dtypes and not (
+                t.dtype in REDUCED_FLOATS and torch.float32 in entry.dtypes):
             return f"dtype {dtype_name(t.dtype)} not supported"
         if t.device.type not in ("cpu", "meta"):
             return f"device {t.device}"
@@ -224,7 +232,10 @@ def _constant(gm, node):
     if not isinstance(value, torch.Tensor):
         return value
     import numpy as np
-    return lz.from_numpy(np.array(value.detach().cpu().numpy(), order="C"))
+    value = value.detach().cpu()
+    if value.dtype == torch.bfloat16:  # numpy has no bfloat16: through float32, exactly
+        return lz.from_numpy(np.array(value.float().numpy(), order="C")).to(lz.bfloat16)
+    return lz.from_numpy(np.array(value.numpy(), order="C"))
 
 
 def user_op_name(node) -> str:

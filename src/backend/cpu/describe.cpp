@@ -15,6 +15,8 @@ std::string ctype(DType t) {
     case DType::Int64: return "int64_t";
     case DType::Float32: return "float";
     case DType::Float64: return "double";
+    case DType::Float16: return "float16_t";
+    case DType::BFloat16: return "bfloat16_t";
   }
   return "?";
 }

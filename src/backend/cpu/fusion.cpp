@@ -34,6 +34,9 @@
 //     materialized when its consumer reads only part of it (a slice, a gather's data operand, a
 //     scatter_add src larger than the index). Rank-0 operands and empty iteration spaces run the
 //     reference kernel.
+// 10. float16 and bfloat16 values are not generated yet: a node that reads or writes one (a cast,
+//     a constant, a movement or index op; the frontend computes everything else in float32) runs
+//     its reference kernel, and the float32 expressions around it fuse as usual.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -100,6 +103,16 @@ bool is_view(OpKind op) {
 bool is_indirect_load(const Node& n) {
   return (n.op == OpKind::Gather || n.op == OpKind::IndexSelect) &&
          !n.operands[0].shape().empty() && numel(n.shape) > 0;
+}
+// A node reading or writing float16/bfloat16 (only casts, leaves and byte moves do: the frontend
+// computes them in float32) runs its reference kernel until the code generator loads and stores
+// 16-bit floats.
+bool touches_reduced_float(const Node& n) {
+  if (is_reduced_float(n.dtype)) return true;
+  for (const ir::Value& v : n.operands) {
+    if (is_reduced_float(v.dtype())) return true;
+  }
+  return false;
 }
 bool is_scatter(const Node& n) {
   if ((n.op != OpKind::ScatterAdd && n.op != OpKind::IndexCopy) || n.shape.empty()) return false;
@@ -187,6 +200,7 @@ class Planner {
   enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Opaque };
   Kind kind_of(const Node* n) const {
     if (n->op == OpKind::DeviceData) return Kind::Param;
+    if (touches_reduced_float(*n)) return Kind::Opaque;  // rule 10
     if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
       return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;

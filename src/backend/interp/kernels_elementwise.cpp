@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/interp/kernels_impl.h"
+#include "core/reduced_float.h"
 
 namespace lz::interp {
 namespace {
@@ -165,7 +166,35 @@ void unary_typed(OpKind op, const ConstArray& x, MutArray out) {
   throw Error("interp: " + std::string(ir::op_name(op)) + " is not a unary op");
 }
 
+// A cast from or to a 16-bit float goes through float32 (exact when widening; one rounding, to
+// nearest even, when narrowing from float32 or an integer that float32 holds exactly).
+void cast_reduced(const ConstArray& x, MutArray out) {
+  int64_t n = numel(*out.shape);
+  std::vector<float> wide(static_cast<size_t>(n));
+  if (is_reduced_float(x.dtype)) {
+    const uint16_t* p = static_cast<const uint16_t*>(x.data);
+    for (int64_t i = 0; i < n; ++i) wide[i] = from_reduced(x.dtype, p[i]);
+  } else {
+    dispatch(x.dtype, [&](auto from) {
+      using From = typename decltype(from)::type;
+      const From* p = data_of<From>(x);
+      for (int64_t i = 0; i < n; ++i) wide[i] = convert<float>(p[i]);
+    });
+  }
+  if (is_reduced_float(out.dtype)) {
+    uint16_t* o = static_cast<uint16_t*>(out.data);
+    for (int64_t i = 0; i < n; ++i) o[i] = to_reduced(out.dtype, wide[i]);
+  } else {
+    dispatch(out.dtype, [&](auto to) {
+      using To = typename decltype(to)::type;
+      To* o = data_of<To>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<To>(wide[i]);
+    });
+  }
+}
+
 void cast(const ConstArray& x, MutArray out) {
+  if (is_reduced_float(x.dtype) || is_reduced_float(out.dtype)) return cast_reduced(x, out);
   dispatch(x.dtype, [&](auto from) {
     using From = typename decltype(from)::type;
     dispatch(out.dtype, [&](auto to) {
@@ -365,6 +394,16 @@ int64_t rng_advance(int64_t key) {
 // ---- entry points ----
 
 void run_leaf(OpKind op, const ir::Attrs& attrs, MutArray out) {
+  if (is_reduced_float(out.dtype)) {
+    uint16_t* o = static_cast<uint16_t*>(out.data);
+    if (op == OpKind::Constant) {
+      o[0] = to_reduced(out.dtype, static_cast<float>(std::get<ir::ConstantAttrs>(attrs).value));
+      return;
+    }
+    int64_t n = numel(*out.shape);
+    for (int64_t i = 0; i < n; ++i) o[i] = to_reduced(out.dtype, static_cast<float>(i));
+    return;
+  }
   dispatch(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* o = data_of<T>(out);

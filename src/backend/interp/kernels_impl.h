@@ -4,6 +4,7 @@
 // than one kernel file needs, so every kernel agrees on them.
 #pragma once
 #include <array>
+#include <string>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -58,6 +59,11 @@ void dispatch(DType dt, F&& f) {
     case DType::Int64: f(TypeTag<int64_t>{}); return;
     case DType::Float32: f(TypeTag<float>{}); return;
     case DType::Float64: f(TypeTag<double>{}); return;
+    case DType::Float16:
+    case DType::BFloat16:
+      // The frontend computes 16-bit floats in float32 (ops/frontend.cpp): only casts, leaves and
+      // byte-moving kernels see them, and those convert through core/reduced_float.h.
+      throw Error(std::string("interp: no arithmetic kernel for ") + std::string(dtype_name(dt)));
   }
   throw Error("interp: unknown dtype");
 }

@@ -12,7 +12,8 @@ from lazuli.torch import to_lazuli, to_torch
 from lazuli.torch._boundary import data_ptr
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool,
+                                   torch.float16])
 def test_to_lazuli_is_device_data_over_the_torch_memory(dtype):
     t = torch.arange(12).reshape(3, 4).to(dtype)
     lt = to_lazuli(t)
@@ -54,9 +55,18 @@ def test_non_contiguous_tensor_is_copied_once_and_keeps_its_values():
     np.testing.assert_array_equal(lt.numpy(), t.numpy())
 
 
+def test_bfloat16_enters_without_a_copy_and_leaves_as_one():
+    t = torch.tensor([1.5, -2.0, 3.0e38]).to(torch.bfloat16)
+    lt = to_lazuli(t)
+    assert lt.dtype == lz.bfloat16 and data_ptr(lt) == t.data_ptr()
+    back = to_torch(lt * 2)
+    assert back.dtype == torch.bfloat16
+    assert torch.equal(back, t * 2)  # 6e38 is past bfloat16's range: inf on both sides
+
+
 def test_unsupported_dtype_raises_naming_it():
-    with pytest.raises(TypeError, match="float16"):
-        to_lazuli(torch.ones(2, dtype=torch.float16))
+    with pytest.raises(TypeError, match="int16"):
+        to_lazuli(torch.ones(2, dtype=torch.int16))
     with pytest.raises(TypeError, match="lazuli.Tensor"):
         to_torch(torch.ones(2))
 

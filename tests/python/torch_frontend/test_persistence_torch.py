@@ -71,9 +71,23 @@ def test_safetensors_torch_reads_what_lazuli_writes(tmp_path):
 
 
 def test_a_dtype_lazuli_lacks_is_refused_by_name(tmp_path):
-    st.save_file({"h": torch.ones(3, dtype=torch.bfloat16)}, str(tmp_path / "bf.safetensors"))
-    with pytest.raises(ValueError, match='"BF16" is not supported'):
-        lz.load(tmp_path / "bf.safetensors")
+    st.save_file({"h": torch.ones(3, dtype=torch.int8)}, str(tmp_path / "i8.safetensors"))
+    with pytest.raises(ValueError, match='"I8" is not supported'):
+        lz.load(tmp_path / "i8.safetensors")
+
+
+def test_16_bit_float_checkpoints_round_trip_with_torch(tmp_path):
+    want = {"b": torch.tensor([1.5, -2.0, 3.0e38, 1e-3]).to(torch.bfloat16),
+            "h": torch.tensor([0.5, -65504.0, 6e-8]).to(torch.float16)}
+    st.save_file(want, str(tmp_path / "t.safetensors"))
+    got = lz.load(tmp_path / "t.safetensors")
+    assert got["b"].dtype == lz.bfloat16 and got["h"].dtype == lz.float16
+    for k, t in want.items():
+        assert got[k].float().numpy().tolist() == t.float().tolist(), k
+    lz.save(got, tmp_path / "l.safetensors")
+    back = st.load_file(str(tmp_path / "l.safetensors"))
+    for k, t in want.items():
+        assert back[k].dtype == t.dtype and torch.equal(back[k], t), k
 
 
 def test_a_torch_model_state_dict_loads_into_the_same_lazuli_model(tmp_path):

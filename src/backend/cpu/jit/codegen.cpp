@@ -178,8 +178,10 @@ class Emitter {
       case DType::Int64: return b_.getInt64Ty();
       case DType::Float32: return b_.getFloatTy();
       case DType::Float64: return b_.getDoubleTy();
+      case DType::Float16:
+      case DType::BFloat16: break;  // not generated yet: fusion.cpp runs them on the reference
     }
-    throw std::runtime_error("codegen: unknown dtype");
+    throw std::runtime_error("codegen: no code for float16/bfloat16 yet");
   }
   llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
   unsigned align_of(DType t) {
@@ -197,8 +199,10 @@ class Emitter {
       case DType::Int64: return b_.getInt64(static_cast<uint64_t>(static_cast<int64_t>(v)));
       case DType::Float32: return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(v));
       case DType::Float64: return llvm::ConstantFP::get(b_.getDoubleTy(), v);
+      case DType::Float16:
+      case DType::BFloat16: break;
     }
-    throw std::runtime_error("codegen: unknown dtype");
+    throw std::runtime_error("codegen: no code for float16/bfloat16 yet");
   }
 
   // The reference backend's conversion rules (interp/kernels_impl.h convert()): to bool is
