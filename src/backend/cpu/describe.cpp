@@ -63,20 +63,6 @@ std::string index_expr(const KernelSpec& s, int x, const std::string& j) {
   return base;
 }
 
-const char* scheme_name(Scheme s) {
-  switch (s) {
-    case Scheme::Elementwise:
-      return "elementwise";
-    case Scheme::RowReduce:
-      return "row reduction";
-    case Scheme::ColReduce:
-      return "column reduction";
-    case Scheme::Scatter:
-      return "scatter";
-  }
-  return "?";
-}
-
 }  // namespace
 
 std::string KernelSpec::pseudo_c(const std::string& name) const {

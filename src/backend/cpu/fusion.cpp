@@ -671,20 +671,6 @@ class Planner {
          (kb.checks.empty() ? "" : ", " + std::to_string(kb.checks.size()) + " index check(s)"));
   }
 
-  static std::string scheme_name(Scheme s) {
-    switch (s) {
-      case Scheme::Elementwise:
-        return "elementwise";
-      case Scheme::RowReduce:
-        return "row reduction";
-      case Scheme::ColReduce:
-        return "column reduction";
-      case Scheme::Scatter:
-        return "scatter";
-    }
-    return "?";
-  }
-
   View identity(const Shape& s) {
     const int rank = static_cast<int>(s.size());
     View v(rank, zero_row(rank));

@@ -50,6 +50,16 @@
 namespace lz::cpu {
 
 enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter };
+// The scheme's name in plan notes and kernel dumps.
+inline const char* scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::Elementwise: return "elementwise";
+    case Scheme::RowReduce: return "row reduction";
+    case Scheme::ColReduce: return "column reduction";
+    case Scheme::Scatter: return "scatter";
+  }
+  return "?";
+}
 // How the innermost loop steps through an operand: broadcast, contiguous, or a runtime stride.
 enum class StrideClass : uint8_t { Zero, One, Other };
 
