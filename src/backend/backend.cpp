@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/config.h"
+#include "lazuli_build_revision.h"  // generated: LAZULI_BUILD_REVISION
 #include "lazuli/error.h"
 
 namespace lz {
@@ -17,9 +18,6 @@ namespace cpu {
 std::unique_ptr<Backend> make_cpu_backend();
 }
 
-#ifndef LAZULI_BUILD_REVISION
-#define LAZULI_BUILD_REVISION "unknown"
-#endif
 #ifndef LAZULI_VERSION
 #define LAZULI_VERSION "0"
 #endif
