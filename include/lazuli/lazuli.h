@@ -1,5 +1,6 @@
 // Lazuli: a lazy tensor runtime. Include this one header.
 #pragma once
+#include "lazuli/autocast.h"
 #include "lazuli/autograd.h"
 #include "lazuli/capture.h"
 #include "lazuli/debug.h"

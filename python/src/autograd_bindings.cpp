@@ -28,6 +28,14 @@ void bind_autograd(py::module_& m, py::class_<lz::Tensor>& cls) {
   m.def("is_grad_enabled", &lz::is_grad_enabled);
   m.def("_set_grad_enabled", &lz::set_grad_enabled, py::arg("enabled"));
   m.def("detach", [](const lz::Tensor& t) { return lz::detach(t); });
+  // Autocast (include/lazuli/autocast.h); lazuli.autocast is the Python face.
+  m.def("_autocast_state", []() {
+    lz::AutocastState s = lz::autocast_state();
+    return py::make_tuple(s.enabled, s.dtype);
+  });
+  m.def("_set_autocast_state", [](bool enabled, lz::DType dtype) {
+    lz::set_autocast_state({enabled, dtype});
+  }, py::arg("enabled"), py::arg("dtype"));
 }
 
 }  // namespace lzpy

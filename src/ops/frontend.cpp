@@ -7,6 +7,7 @@
 #include "core/reduced_float.h"
 #include "exec/compile_region.h"
 #include "exec/graph_executor.h"
+#include "lazuli/autocast.h"
 
 namespace lz::frontend {
 
@@ -37,10 +38,13 @@ Tensor wrap(ir::Value v) {
 
 namespace {
 
-// Ops that only move, relabel or convert elements: they keep 16-bit floats as they are.
-bool keeps_reduced_floats(ir::OpKind op) {
+// Ops that only move, relabel or convert elements keep 16-bit floats as they are; so does a
+// product of bfloat16 matrices, which the backends compute as PyTorch does on CPUs (oneDNN's bf16
+// matmul): float32 sums of the exact products, each result rounded once.
+bool keeps_reduced_floats(ir::OpKind op, const std::vector<ir::Value>& operands) {
   using ir::OpKind;
   switch (op) {
+    case OpKind::MatMul: return operands[0].dtype() == DType::BFloat16;
     case OpKind::Cast:
     case OpKind::GradLeaf:
     case OpKind::StopGradient:
@@ -62,6 +66,19 @@ bool widen_random_attrs(ir::Attrs& attrs) {
   return true;
 }
 
+// In an autocast region (lazuli/autocast.h), a matrix product's or convolution's float32 operands
+// are cast to the region's dtype. Every matmul-based op (linear, bmm, einsum, attention, their
+// gradients) and every convolution records one of these nodes, so this is the one place.
+void autocast_operands(ir::OpKind op, std::vector<ir::Value>& operands) {
+  using ir::OpKind;
+  if (op != OpKind::MatMul && op != OpKind::Conv && op != OpKind::ConvBackwardInput) return;
+  const AutocastState amp = autocast_state();
+  if (!amp.enabled) return;
+  for (ir::Value& v : operands) {
+    if (v.dtype() == DType::Float32) v = cast(std::move(v), amp.dtype);
+  }
+}
+
 }  // namespace
 
 // float16 and bfloat16 compute in float32, as PyTorch does on CPUs: an op that computes (anything
@@ -71,9 +88,10 @@ bool widen_random_attrs(ir::Attrs& attrs) {
 // backends then see 16-bit floats only in casts, leaves and byte moves.
 std::vector<ir::Value> node_outputs(ir::OpKind op, std::vector<ir::Value> operands,
                                     ir::Attrs attrs) {
+  autocast_operands(op, operands);
   ir::NodePtr n = ir::make_node(op, operands, attrs);
   bool widen = false;
-  if (!keeps_reduced_floats(op)) {
+  if (!keeps_reduced_floats(op, operands)) {
     for (const ir::Value& v : operands) widen = widen || is_reduced_float(v.dtype());
     widen = widen_random_attrs(attrs) || widen;
   }
@@ -88,6 +106,17 @@ std::vector<ir::Value> node_outputs(ir::OpKind op, std::vector<ir::Value> operan
   ir::NodePtr w = ir::make_node(op, std::move(operands), std::move(attrs));
   for (int k = 0; k < n->num_outputs(); ++k) outs.push_back(cast({w, k}, n->output_dtype(k)));
   return outs;
+}
+
+Tensor autocast_bias(const Tensor& bias) {
+  const AutocastState amp = autocast_state();
+  if (!amp.enabled || !bias.defined() || bias.dtype() != DType::Float32) return bias;
+  return bias.to(amp.dtype);
+}
+
+Tensor autocast_float32(const Tensor& t) {
+  if (!autocast_state().enabled || !t.defined() || !is_reduced_float(t.dtype())) return t;
+  return t.to(DType::Float32);
 }
 
 ir::Value node(ir::OpKind op, std::vector<ir::Value> operands, ir::Attrs attrs) {

@@ -36,6 +36,10 @@ ir::Value scalar_value(const Scalar& s, DType dtype);
 // inf into an integer, 2**40 into int32, 1e300 into float32), as PyTorch's fill and full do.
 void check_fill_value(const char* op, const Scalar& s, DType dtype);
 ir::Value cast(ir::Value v, DType dtype);
+// Autocast (lazuli/autocast.h) for composites: a float32 bias becomes the region's dtype (linear's
+// and conv's result keeps it); a loss's 16-bit input becomes float32. Unchanged outside a region.
+Tensor autocast_bias(const Tensor& bias);
+Tensor autocast_float32(const Tensor& t);
 // Value of an operand converted to `dtype`.
 ir::Value operand_value(const Operand& o, DType dtype, const char* op);
 // Broadcasts v to `shape` (Reshape to add leading 1s, then Expand), or returns v when equal.

@@ -5,6 +5,7 @@
 // tensors.
 #include <algorithm>
 
+#include "lazuli/autocast.h"
 #include "ops/frontend.h"
 
 namespace lz {
@@ -305,7 +306,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 0 || b.dim() == 0) {
     throw ValueError(frontend::describe("matmul", ops) + ": both arguments need at least 1 dimension");
   }
-  if (a.dtype() != b.dtype()) {
+  // In an autocast region float32 operands become the region's dtype (frontend.cpp), so a float32
+  // input meets bfloat16 weights there, as in PyTorch.
+  auto amp = [](DType t) {
+    const AutocastState s = autocast_state();
+    return s.enabled && t == DType::Float32 ? s.dtype : t;
+  };
+  if (amp(a.dtype()) != amp(b.dtype())) {
     throw TypeError(frontend::describe("matmul", ops) + ": expected both operands to have the same dtype");
   }
   if (a.dtype() == DType::Bool) throw TypeError(frontend::describe("matmul", ops) + ": bool is not supported");

@@ -46,7 +46,7 @@ Tensor add_bias(const Tensor& y, const Tensor& bias, const char* op) {
   }
   IntList s(y.dim(), 1);
   s[1] = y.shape()[1];
-  return y + reshape(bias, s);
+  return y + reshape(frontend::autocast_bias(bias), s);
 }
 
 Tensor conv_nd(size_t sp, const char* op, const Tensor& x, const Tensor& w, const Tensor& bias,

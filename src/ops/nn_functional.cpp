@@ -12,7 +12,7 @@ namespace lz::nn {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = matmul(x, transpose(weight, 0, 1));
-  return bias.defined() ? y + bias : y;
+  return bias.defined() ? y + frontend::autocast_bias(bias) : y;
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
@@ -26,9 +26,10 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return e / sum(e, {dim}, true);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index) {
   lz::ir::UserOpScope scope("cross_entropy");  // a bad target is reported as cross_entropy's
-  if (!logits.defined() || !target.defined()) throw ValueError("cross_entropy: got an undefined tensor");
+  if (!input.defined() || !target.defined()) throw ValueError("cross_entropy: got an undefined tensor");
+  const Tensor logits = frontend::autocast_float32(input);
   if (logits.dim() != 2 || target.dim() != 1 || target.shape()[0] != logits.shape()[0]) {
     throw ValueError("cross_entropy: expects logits [N, C] and targets [N], got " +
                      shape_str(logits.shape()) + " and " + shape_str(target.shape()));
@@ -42,7 +43,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
-  Tensor d = input - target;
+  Tensor d = frontend::autocast_float32(input) - frontend::autocast_float32(target);
   return mean(d * d);
 }
 

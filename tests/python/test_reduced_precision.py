@@ -210,6 +210,34 @@ def test_matmul_upcasts_multiplies_in_float32_and_rounds(dtype, rng, backend):
     np.testing.assert_allclose(values(out), rounded(a @ b, dtype), rtol=2.0**-7, atol=1e-3)
 
 
+@pytest.mark.parametrize("sa,sb", [((300, 70), (70, 50)), ((3, 130, 40), (40, 24)),
+                                   ((2, 1, 9, 16), (3, 16, 5)), ((4, 0), (0, 3))])
+def test_bfloat16_matmul_stays_bfloat16_and_agrees_across_backends(sa, sb, rng, backend):
+    # Recorded as one bf16 product (no casts around it); the cpu backend runs oneDNN's bf16 matmul
+    # (float32 sums, one rounding), cut into row blocks and batch entries over threads.
+    (x, a), (w, b) = make(rng, sa, BF16), make(rng, sb, BF16)
+    out = x @ w
+    assert out.dtype == BF16
+    root = [line for line in lz.debug.dump_graph([out]).splitlines() if "# root" in line][0]
+    assert "= matmul(" in root and ": bfloat16[" in root
+    before = counter("fallback::matmul")
+    got = values(out)
+    np.testing.assert_allclose(got, rounded(np.matmul(a, b), BF16), rtol=2.0**-7, atol=1e-3)
+    if backend == "cpu":
+        assert counter("fallback::matmul") == before
+
+
+def test_bfloat16_matmul_gradients_are_bfloat16_products(rng, backend):
+    (x, a), (w, b) = make(rng, (6, 8), BF16), make(rng, (8, 5), BF16)
+    x.requires_grad_()
+    w.requires_grad_()
+    (x @ w).sum().backward()
+    assert x.grad.dtype == BF16 and w.grad.dtype == BF16
+    ones = np.ones((6, 5), np.float32)
+    np.testing.assert_allclose(values(x.grad), rounded(ones @ b.T, BF16), rtol=2.0**-7)
+    np.testing.assert_allclose(values(w.grad), rounded(a.T @ ones, BF16), rtol=2.0**-7)
+
+
 def test_in_place_updates_keep_the_dtype(backend):
     t = lz.ones(4).bfloat16()
     t += 0.5

@@ -5,6 +5,7 @@ import math
 import numbers
 
 from .. import _C
+from .. import amp as _amp
 from .._origin import user_op
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -131,7 +132,7 @@ def linear(x, weight, bias=None):
     if bias is not None:
         _tensor(bias, "linear", "bias")
     y = _C.matmul(x, weight.transpose(0, 1))
-    return y if bias is None else y + bias
+    return y if bias is None else y + _amp._bias(bias)
 
 
 def dropout(x, p=0.5, training=True):
@@ -258,7 +259,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100,  
     _tensor(target, "nll_loss", "target")
     ignore_index = _int(ignore_index, "nll_loss", "ignore_index")
     reduction = _check_reduction(reduction, "nll_loss", size_average, reduce)
-    log_probs, tgt, squeeze = _class_layout(input, target, "nll_loss")
+    log_probs, tgt, squeeze = _class_layout(_amp._float32(input), target, "nll_loss")
     _check_weight(weight, log_probs.shape[1], "nll_loss")
     loss = _nll(log_probs, tgt, weight, ignore_index, reduction, "nll_loss")
     return loss.reshape(()) if squeeze and reduction == "none" else loss
@@ -277,6 +278,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{fn}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     reduction = _check_reduction(reduction, fn, size_average, reduce)
+    input, target = _amp._float32(input), _amp._float32(target)  # noqa: A001
     logits, tgt, squeeze = _class_layout(input, target, fn)
     n_classes = logits.shape[1]
     _check_weight(weight, n_classes, fn)
@@ -320,7 +322,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def mse_loss(input, target, reduction="mean"):  # noqa: A002  (PyTorch's spelling)
     _tensor(input, "mse_loss", "input")
     _tensor(target, "mse_loss", "target")
-    d = input - target
+    d = _amp._float32(input) - _amp._float32(target)
     return _reduce(d * d, reduction, "mse_loss")
 
 

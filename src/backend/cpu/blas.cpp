@@ -17,28 +17,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cpu/blas.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
 #include "core/thread_pool.h"
 
 namespace lz::cpu {
 namespace {
-
-// Offset, in elements, of batch `b` of an operand whose batch dims broadcast to `batch`.
-int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t matrix) {
-  int64_t off = 0, stride = matrix;
-  const int64_t rank = static_cast<int64_t>(shape.size()) - 2;
-  const int64_t lead = static_cast<int64_t>(batch.size()) - rank;
-  for (int64_t i = static_cast<int64_t>(batch.size()) - 1; i >= 0; --i) {
-    int64_t idx = b % batch[i];
-    b /= batch[i];
-    int64_t d = i - lead;
-    if (d < 0) continue;
-    if (shape[d] != 1) off += idx * stride;
-    stride *= shape[d];
-  }
-  return off;
-}
 
 // C[m, n] = op(A) op(B), cut into blocks of rows (or of columns, when m is small) that the
 // runtime pool computes, each with a single-threaded sgemm.
@@ -72,6 +57,21 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
 
 }  // namespace
 
+int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t matrix_size) {
+  int64_t off = 0, stride = matrix_size;
+  const int64_t rank = static_cast<int64_t>(shape.size()) - 2;
+  const int64_t lead = static_cast<int64_t>(batch.size()) - rank;
+  for (int64_t i = static_cast<int64_t>(batch.size()) - 1; i >= 0; --i) {
+    int64_t idx = b % batch[i];
+    b /= batch[i];
+    int64_t d = i - lead;
+    if (d < 0) continue;
+    if (shape[d] != 1) off += idx * stride;
+    stride *= shape[d];
+  }
+  return off;
+}
+
 std::string library_id() {
   const dnnl_version_t* v = dnnl_version();
   return "onednn-sgemm-" + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
@@ -95,15 +95,15 @@ bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b,
               static_cast<const float*>(b.data), ldb, c);
 }
 
-bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
-                       const std::vector<interp::ConstArray>& in, interp::MutArray out);
-
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
                   interp::MutArray out) {
   if (ir::op_info(op).cls == ir::OpClass::Conv) {
     return conv_library_call(op, std::get<ir::ConvAttrs>(attrs), in, out);
   }
-  if (op != ir::OpKind::MatMul || out.dtype != DType::Float32) return false;
+  if (op != ir::OpKind::MatMul) return false;
+  if (out.dtype == DType::BFloat16) return dnnl_matmul(in[0], in[1], out);
+  if (out.dtype != DType::Float32) return false;
+  if (out.shape->size() > 2 && dnnl_matmul(in[0], in[1], out)) return true;
   const Shape& a = *in[0].shape;
   const Shape& b = *in[1].shape;
   const Shape& o = *out.shape;

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cpu/blas.h"
 #include "backend/interp/kernels.h"
 #include "core/thread_pool.h"
 #include "ir/node.h"

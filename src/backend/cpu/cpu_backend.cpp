@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "backend/cpu/blas.h"
 #include "backend/cpu/kernel_cache.h"
 #include "backend/cpu/plan.h"
 #include "backend/interp/kernels.h"
@@ -17,12 +18,6 @@
 #include "lazuli/error.h"
 
 namespace lz::cpu {
-
-bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
-              interp::MutArray out);
-bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& inputs,
-                  interp::MutArray out);
-std::string library_id();
 
 namespace {
 

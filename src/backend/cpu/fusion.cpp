@@ -784,7 +784,9 @@ class Planner {
       step.more_outputs.push_back(value_of({n, k}));
       plan_.values[step.more_outputs.back()].def_step = sid;
     }
-    if (step.kind != PlanStep::MatMul) step.counter = "fallback::" + std::string(ir::op_name(n->op));
+    // Bumped only when the reference kernel runs: always for a fallback, and for a library step
+    // where the library has no implementation (an integer or float64 product, an odd geometry).
+    step.counter = "fallback::" + std::string(ir::op_name(src->op));
     plan_.steps.push_back(std::move(step));
   }
 

@@ -4,11 +4,21 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/interp/kernels_impl.h"
+#include "core/reduced_float.h"
 
 namespace lz::interp {
 namespace {
+
+// A 16-bit float array's values as float32 (exact).
+std::vector<float> widen(const ConstArray& x) {
+  std::vector<float> w(static_cast<size_t>(numel(*x.shape)));
+  const auto* p = static_cast<const uint16_t*>(x.data);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = from_reduced(x.dtype, p[i]);
+  return w;
+}
 
 using ir::OpKind;
 
@@ -128,6 +138,16 @@ void run_reduction(OpKind op, const ir::Attrs& attrs, const ConstArray& x, MutAr
 // out[b, i, j] = sum_p a[b, i, p] * b[b, p, j], with the batch dims of a and b broadcast to the
 // output's. Floating products accumulate in double, integers wrap in their own type.
 void run_matmul(const ConstArray& a, const ConstArray& b, MutArray out) {
+  if (is_reduced_float(out.dtype)) {
+    // bfloat16 products (the frontend widens float16 ones): float32 operands, the sums in double
+    // as for float32, each result rounded to 16 bits once, as oneDNN's bf16 matmul does.
+    std::vector<float> wa = widen(a), wb = widen(b), wo(static_cast<size_t>(numel(*out.shape)));
+    run_matmul({DType::Float32, a.shape, wa.data()}, {DType::Float32, b.shape, wb.data()},
+               {DType::Float32, out.shape, wo.data()});
+    auto* o = static_cast<uint16_t*>(out.data);
+    for (size_t i = 0; i < wo.size(); ++i) o[i] = to_reduced(out.dtype, wo[i]);
+    return;
+  }
   const Shape& sa = *a.shape;
   const Shape& sb = *b.shape;
   const Shape& so = *out.shape;

@@ -65,3 +65,32 @@ def test_a_float32_leaf_cast_to_bfloat16_trains_with_gradients():
     torch.testing.assert_close(got, w.grad, rtol=2.0**-6, atol=1e-2)
     assert got.dtype == torch.float32
     assert fallbacks() == {}
+
+
+def test_torch_autocast_inside_a_compiled_training_step_matches_eager():
+    # Dynamo and aot_autograd trace torch.autocast into explicit casts; the bf16 products reach
+    # Lazuli as bf16 matmuls (oneDNN's bf16 path on the cpu backend).
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
+
+    def step(m, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = m(x)
+            loss = torch.nn.functional.cross_entropy(out, y)
+        loss.backward()
+        return out, loss
+
+    x = torch.randn(16, 12, generator=torch.Generator().manual_seed(1))
+    y = torch.randint(0, 3, (16,), generator=torch.Generator().manual_seed(2))
+    eager, lazy = make(), make()
+    compiled = torch.compile(lambda x, y: step(lazy, x, y), backend=lzt.backend)
+    out_e, loss_e = step(eager, x, y)
+    out_l, loss_l = compiled(x, y)
+    assert out_l.dtype == out_e.dtype == torch.bfloat16
+    assert loss_l.dtype == loss_e.dtype == torch.float32
+    torch.testing.assert_close(loss_l, loss_e, rtol=2e-2, atol=2e-2)
+    for pe, pl in zip(eager.parameters(), lazy.parameters()):
+        assert pl.grad.dtype == torch.float32
+        torch.testing.assert_close(pl.grad, pe.grad, rtol=5e-2, atol=5e-2)
+    assert fallbacks() == {}

@@ -1,0 +1,36 @@
+// The cpu backend's library calls: matrix products (blas.cpp: oneDNN sgemm for float32,
+// matmul_dnnl.cpp: oneDNN's matmul for bf16 and batches) and convolutions (conv_dnnl.cpp). Each returns false
+// where the library has no implementation, and the caller runs the reference kernel instead.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/interp/kernels.h"
+#include "ir/attrs.h"
+#include "ir/ops.h"
+
+namespace lz::cpu {
+
+// The libraries' identity (name and version), part of every plan's cache key.
+std::string library_id();
+
+// out = op(a) op(b) for float32 2-D operands, a stored transposed when ta (b when tb).
+bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
+              interp::MutArray out);
+
+// A MatMul (float32 or bfloat16) or a convolution op through its library.
+bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
+                  interp::MutArray out);
+
+bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
+                       const std::vector<interp::ConstArray>& in, interp::MutArray out);
+// A bfloat16 or float32 product [..., m, k] x [..., k, n] (dense, batch dims broadcast) through
+// oneDNN's matmul primitive (matmul_dnnl.cpp).
+bool dnnl_matmul(const interp::ConstArray& a, const interp::ConstArray& b, interp::MutArray out);
+
+// Offset, in elements, of batch entry `b` of a dense operand of `shape` ([..., rows, cols], each
+// matrix `matrix_size` elements) whose batch dims broadcast to `batch`.
+int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t matrix_size);
+
+}  // namespace lz::cpu
