@@ -271,6 +271,51 @@ def eager_error_type(target, detail: str) -> type:
     return RuntimeError
 
 
+# bfloat16 products Lazuli computes as eager does (oneDNN's bf16 matmul, float32 sums, bias
+# added in float32): they keep their 16-bit operands; addmm and baddbmm then round the product
+# before adding the bias, one rounding more than eager.
+_BF16_NATIVE = frozenset(("mm.default", "bmm.default", "addmm.default", "baddbmm.default"))
+
+
+def _in_float32(node, fn, args, kwargs):
+    """Calls an entry's lowering as eager computes the op: a computing ATen op whose operands
+    include float16/bfloat16 tensors reads them as float32, computes in float32 and rounds each
+    16-bit result once, however many Lazuli ops its lowering records (Lazuli's own ops round
+    after each one). Views, in-place ops and bfloat16 products keep their operands."""
+    target = node.target
+    sixteen = (lz.float16, lz.bfloat16)
+    found = []
+
+    def scan(x):
+        if isinstance(x, lz.Tensor) and x.dtype in sixteen:
+            found.append(x.dtype)
+        return x
+
+    torch.fx.node.map_aggregate((args, kwargs), scan)
+    expected = _meta(node)
+    if (not found or expected is None or not isinstance(target, torch._ops.OpOverload)
+            or target.is_view or target._schema.is_mutable
+            or (lz.bfloat16 in found and target.__name__ in _BF16_NATIVE)):
+        return fn(*args, **kwargs)
+
+    def up(x):
+        return x.float() if isinstance(x, lz.Tensor) and x.dtype in sixteen else x
+
+    out = fn(*torch.fx.node.map_aggregate(args, up), **torch.fx.node.map_aggregate(kwargs, up))
+    want = expected if isinstance(expected, (list, tuple)) else (expected,)
+    got = out if isinstance(out, (list, tuple)) else (out,)
+    back = []
+    for g, w in zip(got, want):
+        if (isinstance(g, lz.Tensor) and isinstance(w, torch.Tensor) and g.dtype == lz.float32
+                and w.dtype in (torch.float16, torch.bfloat16)):
+            g = g.to(TORCH_TO_LZ[w.dtype])
+        back.append(g)
+    back += list(got[len(back):])
+    if isinstance(out, (list, tuple)):
+        return type(out)(back) if isinstance(out, tuple) else back
+    return back[0]
+
+
 def interpret(gm: "torch.fx.GraphModule", *args):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
@@ -299,7 +344,7 @@ def interpret(gm: "torch.fx.GraphModule", *args):
             # An op that fails when its program runs (an index out of range) names this node.
             outer = _C._enter_user_op(user_op_name(node))
             try:
-                env[node] = entry.fn(*a, **kw)
+                env[node] = _in_float32(node, entry.fn, a, kw)
             finally:
                 _C._exit_user_op(outer)
             _check_result(node, env[node])

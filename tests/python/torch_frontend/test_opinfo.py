@@ -88,4 +88,5 @@ def test_every_entry_is_exercised():
 def test_case_ids_name_op_dtype_and_sample():
     assert FORWARD and all(c.id.count("-") >= 2 for c in CASES)
     assert any(c.dtype == torch.int64 for c in FORWARD) and any(c.dtype == torch.bool for c in FORWARD)
+    assert any(c.dtype == torch.bfloat16 for c in BACKWARD) and any(c.dtype == torch.float16 for c in FORWARD)
     np.testing.assert_equal(len({c.id for c in CASES}), len(CASES))
