@@ -64,6 +64,12 @@ TEST_F(ConvLibrary, Float32ConvolutionsAndGradientsMatchTheReference) {
       // fewer run on the plain layouts): channels in blocks of 16, a depthwise one
       {{2, 32, 10, 10}, {48, 32, 3, 3}, {1}, {1}, {1}, 1},
       {{3, 8, 12, 12}, {8, 1, 3, 3}, {1}, {1}, {1}, 8},
+      // batch 1 with 2 threads: cut by channels (output, or input for the input gradient), in
+      // blocks of 16, plain and blocked, strided and padded
+      {{1, 32, 6, 6}, {48, 32, 3, 3}, {1}, {1}, {1}, 1},
+      {{1, 40, 14, 14}, {64, 40, 3, 3}, {2}, {1}, {1}, 1},
+      {{1, 64, 7, 7}, {33, 64, 1, 1}, {1}, {0}, {1}, 1},
+      {{1, 3, 20, 20}, {32, 3, 7, 7}, {2}, {3}, {1}, 1},  // stem: 3 input channels, not cut
   };
   for (const Geom& g : geoms) {
     lz::set_active_backend("interp");

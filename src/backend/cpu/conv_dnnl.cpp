@@ -5,9 +5,12 @@
 // layouts (nChw16c, OIhw16i16o...) are 1.1-2x faster than on plain ones (bench/conv_bench,
 // RESULTS.md section 11), so a convolution runs blocked where it has enough output positions to
 // pay for the weights' reorder (prefer_blocked): each part reorders its inputs in and its output
-// out, per call, into per-thread scratch; below that it runs on the plain layouts directly. Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is
-// cut into one part per pool thread, each part runs the primitive single-threaded (the weight
-// gradient sums its parts' partial gradients at the end). Primitives are cached per thread, keyed
+// out, per call, into per-thread scratch; below that it runs on the plain layouts directly.
+// Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is cut into one
+// part per pool thread, each part runs the primitive single-threaded (the weight gradient sums
+// its parts' partial gradients at the end). With fewer batch entries than threads (batch-1
+// inference), the channels are cut instead (output channels, or the input channels of the input
+// gradient), each part a strided slice of the operands. Primitives are cached per thread, keyed
 // by op and geometry; oneDNN's own primitive cache makes a new thread's first creation cheap.
 // A geometry oneDNN has no implementation for returns false, and the caller runs the reference
 // kernel instead.
@@ -35,6 +38,9 @@ using Dims = memory::dims;
 
 struct Geometry {
   Dims src, wei, dst, strides, dilates, pad_l, pad_r;
+  // Element strides of each operand's plain layout where it is a channel slice of a larger
+  // tensor (a part of a channel split); empty: dense.
+  Dims src_str, wei_str, dst_str;
 };
 
 memory::format_tag act_tag(size_t rank) {
@@ -81,7 +87,8 @@ Geometry geometry(const ir::ConvAttrs& a, const Shape& x, const Shape& w, const 
 
 std::string key_of(ir::OpKind op, const Geometry& g) {
   std::string k = std::to_string(static_cast<int>(op));
-  for (const Dims* d : {&g.src, &g.wei, &g.dst, &g.strides, &g.dilates, &g.pad_l, &g.pad_r}) {
+  for (const Dims* d : {&g.src, &g.wei, &g.dst, &g.strides, &g.dilates, &g.pad_l, &g.pad_r,
+                        &g.src_str, &g.wei_str, &g.dst_str}) {
     k += '|';
     for (int64_t v : *d) k += std::to_string(v) + ",";
   }
@@ -138,9 +145,12 @@ std::shared_ptr<Cached> make_primitive(ThreadState& ts, ir::OpKind op, const Geo
   const auto f32 = memory::data_type::f32;
   const bool grouped = g.wei.size() == g.src.size() + 1;
   const auto any = memory::format_tag::any;
-  memory::desc src_p(g.src, f32, act_tag(g.src.size()));
-  memory::desc dst_p(g.dst, f32, act_tag(g.dst.size()));
-  memory::desc wei_p(g.wei, f32, wei_tag(g.src.size(), grouped));
+  auto plain = [&](const Dims& dims, const Dims& str, memory::format_tag tag) {
+    return str.empty() ? memory::desc(dims, f32, tag) : memory::desc(dims, f32, str);
+  };
+  memory::desc src_p = plain(g.src, g.src_str, act_tag(g.src.size()));
+  memory::desc dst_p = plain(g.dst, g.dst_str, act_tag(g.dst.size()));
+  memory::desc wei_p = plain(g.wei, g.wei_str, wei_tag(g.src.size(), grouped));
   memory::desc src = blocked ? memory::desc(g.src, f32, any) : src_p;
   memory::desc dst = blocked ? memory::desc(g.dst, f32, any) : dst_p;
   memory::desc wei = blocked ? memory::desc(g.wei, f32, any) : wei_p;
@@ -197,7 +207,12 @@ std::shared_ptr<Cached> primitive_for(ThreadState& ts, ir::OpKind op, const Geom
   if (it != ts.cache.end()) return it->second;
   if (ts.cache.size() > 256) ts.cache.clear();
   std::shared_ptr<Cached> c;
-  for (bool blocked : {prefer_blocked(g), false}) {
+  // A channel slice (strided plain layouts) runs blocked only: on strided plain layouts oneDNN
+  // 2.6 has only its reference implementation, hundreds of times slower (bench/conv_bench at
+  // batch 1); without a blocked primitive the caller cuts the batch instead.
+  const bool sliced = !g.src_str.empty() || !g.wei_str.empty() || !g.dst_str.empty();
+  for (bool blocked : {prefer_blocked(g) || sliced, false}) {
+    if (!blocked && sliced) break;
     try {
       c = make_primitive(ts, op, g, blocked);
       break;
@@ -235,10 +250,109 @@ void execute(ThreadState& ts, const Cached& c, const int args[kOperands],
   ts.stream.wait();
 }
 
+// Row-major element strides of a dense tensor of shape s.
+Dims dense_strides(const Shape& s) {
+  Dims str(s.size(), 1);
+  for (size_t i = s.size(); i-- > 1;) str[i - 1] = str[i] * s[i];
+  return str;
+}
+
 int64_t plane(const Shape& s) {
   int64_t n = 1;
   for (size_t i = 1; i < s.size(); ++i) n *= s[i];
   return n;
+}
+
+// conv_library_call's work on `parts` parts: batch ranges, or (by_channel) channel ranges.
+bool run_parts(ir::OpKind op, const ir::ConvAttrs& a, const std::vector<interp::ConstArray>& in,
+               interp::MutArray out, const Shape& xs, const Shape& ws, const Shape& ys,
+               int64_t threads, bool by_channel) {
+  const Shape *x = &xs, *w = &ws, *y = &ys;
+  const int64_t n = (*x)[0];
+  const int64_t xp = plane(*x), yp = plane(*y), wn = numel(*w);
+  const int64_t split_extent = op == ir::OpKind::ConvBackwardInput ? (*x)[1] : (*w)[0];
+  const int parts = static_cast<int>(
+      by_channel ? std::min<int64_t>(threads, split_extent / 16)
+                 : std::clamp<int64_t>(threads, 1, std::max<int64_t>(n, 1)));
+  // Partial weight gradients of the batch parts after the first (the first writes the output).
+  const bool partial_dw = op == ir::OpKind::ConvBackwardWeight && !by_channel;
+  std::vector<std::vector<float>> partial(partial_dw ? parts - 1 : 0);
+  std::atomic<bool> ok{true};
+  runtime_pool().parallel_for(parts, 1, 1, [&](int64_t p0, int64_t p1) {
+    ThreadState& ts = thread_state();
+    for (int64_t p = p0; p < p1 && ok; ++p) {
+      Geometry g;
+      int64_t xo = 0, wo = 0, yo = 0;  // element offsets of the part's x, w and y
+      if (by_channel) {
+        const int64_t c0 = split_extent * p / parts / 16 * 16;
+        const int64_t c1 = p + 1 == parts ? split_extent : split_extent * (p + 1) / parts / 16 * 16;
+        if (c1 == c0) continue;
+        g = geometry(a, *x, *w, *y, n);
+        const int64_t kernel = wn / ((*w)[0] * (*w)[1]);  // taps per (out, in) channel pair
+        if (op == ir::OpKind::ConvBackwardInput) {  // input channels [c0, c1) of x and of w
+          g.src[1] = g.wei[1] = c1 - c0;
+          g.src_str = dense_strides(*x);
+          g.wei_str = dense_strides(*w);
+          xo = c0 * (xp / (*x)[1]);
+          wo = c0 * kernel;
+        } else {  // output channels [c0, c1) of w and of y
+          g.wei[0] = g.dst[1] = c1 - c0;
+          g.dst_str = dense_strides(*y);
+          wo = c0 * (wn / (*w)[0]);
+          yo = c0 * (yp / (*y)[1]);
+        }
+      } else {
+        const int64_t b0 = n * p / parts, b1 = n * (p + 1) / parts;
+        if (b1 == b0) continue;
+        g = geometry(a, *x, *w, *y, b1 - b0);
+        xo = b0 * xp;
+        yo = b0 * yp;
+      }
+      std::shared_ptr<Cached> c = primitive_for(ts, op, g);
+      if (!c) {
+        ok = false;
+        return;
+      }
+      const void* data[kOperands];
+      int args[kOperands];
+      switch (op) {
+        case ir::OpKind::Conv:
+          data[0] = static_cast<const float*>(in[0].data) + xo;
+          data[1] = static_cast<const float*>(in[1].data) + wo;
+          data[2] = static_cast<float*>(out.data) + yo;
+          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DST;
+          break;
+        case ir::OpKind::ConvBackwardInput:
+          data[0] = static_cast<const float*>(in[0].data) + yo;
+          data[1] = static_cast<const float*>(in[1].data) + wo;
+          data[2] = static_cast<float*>(out.data) + xo;
+          args[0] = DNNL_ARG_DIFF_DST, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DIFF_SRC;
+          break;
+        case ir::OpKind::ConvBackwardWeight: {
+          data[0] = static_cast<const float*>(in[0].data) + xo;
+          data[1] = static_cast<const float*>(in[1].data) + yo;
+          float* dw = static_cast<float*>(out.data) + wo;
+          if (partial_dw && p > 0) {
+            partial[p - 1].resize(static_cast<size_t>(wn));
+            dw = partial[p - 1].data();
+          }
+          data[2] = dw;
+          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_DIFF_DST, args[2] = DNNL_ARG_DIFF_WEIGHTS;
+          break;
+        }
+        default:
+          ok = false;
+          return;
+      }
+      execute(ts, *c, args, data);
+    }
+  });
+  if (!ok) return false;
+  float* dw = static_cast<float*>(out.data);
+  for (const std::vector<float>& part : partial) {
+    for (int64_t i = 0; i < static_cast<int64_t>(part.size()); ++i) dw[i] += part[i];
+  }
+  return true;
 }
 
 }  // namespace
@@ -264,63 +378,19 @@ bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
   }
   const int64_t n = (*x)[0];
   if (numel(*out.shape) == 0) return true;
-  const int parts = static_cast<int>(
-      std::clamp<int64_t>(runtime_pool().num_threads(), 1, std::max<int64_t>(n, 1)));
-  const int64_t xp = plane(*x), yp = plane(*y), wn = numel(*w);
-  // Partial weight gradients of the parts after the first (the first writes the output).
-  std::vector<std::vector<float>> partial(op == ir::OpKind::ConvBackwardWeight ? parts - 1 : 0);
-  std::atomic<bool> ok{true};
-  runtime_pool().parallel_for(parts, 1, 1, [&](int64_t p0, int64_t p1) {
-    ThreadState& ts = thread_state();
-    for (int64_t p = p0; p < p1 && ok; ++p) {
-      const int64_t b0 = n * p / parts, b1 = n * (p + 1) / parts;
-      if (b1 == b0) continue;
-      Geometry g = geometry(a, *x, *w, *y, b1 - b0);
-      std::shared_ptr<Cached> c = primitive_for(ts, op, g);
-      if (!c) {
-        ok = false;
-        return;
-      }
-      const void* data[kOperands];
-      int args[kOperands];
-      switch (op) {
-        case ir::OpKind::Conv:
-          data[0] = static_cast<const float*>(in[0].data) + b0 * xp;
-          data[1] = in[1].data;
-          data[2] = static_cast<float*>(out.data) + b0 * yp;
-          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DST;
-          break;
-        case ir::OpKind::ConvBackwardInput:
-          data[0] = static_cast<const float*>(in[0].data) + b0 * yp;
-          data[1] = in[1].data;
-          data[2] = static_cast<float*>(out.data) + b0 * xp;
-          args[0] = DNNL_ARG_DIFF_DST, args[1] = DNNL_ARG_WEIGHTS, args[2] = DNNL_ARG_DIFF_SRC;
-          break;
-        case ir::OpKind::ConvBackwardWeight: {
-          data[0] = static_cast<const float*>(in[0].data) + b0 * xp;
-          data[1] = static_cast<const float*>(in[1].data) + b0 * yp;
-          float* dw = static_cast<float*>(out.data);
-          if (p > 0) {
-            partial[p - 1].resize(static_cast<size_t>(wn));
-            dw = partial[p - 1].data();
-          }
-          data[2] = dw;
-          args[0] = DNNL_ARG_SRC, args[1] = DNNL_ARG_DIFF_DST, args[2] = DNNL_ARG_DIFF_WEIGHTS;
-          break;
-        }
-        default:
-          ok = false;
-          return;
-      }
-      execute(ts, *c, args, data);
-    }
-  });
-  if (!ok) return false;
-  float* dw = static_cast<float*>(out.data);
-  for (const std::vector<float>& part : partial) {
-    for (int64_t i = 0; i < static_cast<int64_t>(part.size()); ++i) dw[i] += part[i];
+  const int64_t threads = runtime_pool().num_threads();
+  // Channel split: with fewer batch entries than threads (batch-1 inference), each part computes
+  // a range of channels for the whole batch instead: output channels for the forward conv and
+  // the weight gradient, input channels for the input gradient, in multiples of 16 (oneDNN's
+  // channel blocks). The slices are strided views, so no part writes another's elements.
+  const int64_t split_extent = op == ir::OpKind::ConvBackwardInput ? (*x)[1] : (*w)[0];
+  const bool channel_split = n < threads && a.groups == 1 && split_extent >= 32 &&
+                             prefer_blocked(geometry(a, *x, *w, *y, n));
+  for (bool by_channel : {channel_split, false}) {
+    if (run_parts(op, a, in, out, *x, *w, *y, threads, by_channel)) return true;
+    if (!by_channel) return false;
   }
-  return true;
+  return false;
 }
 
 }  // namespace lz::cpu
