@@ -86,6 +86,14 @@ Tensor binary(const char* name, OpKind op, const Operand& a, const Operand& b,
                     (dt == DType::Bool ? "bool" : "floating") + " operands (needs " +
                     ir::dtype_set_str(accepts) + " operands)");
   }
+  if (is_reduced_float(dt) && (!a.is_tensor() || !b.is_tensor()) &&
+      (op == OpKind::Add || op == OpKind::Sub || op == OpKind::Mul || op == OpKind::Div)) {
+    // PyTorch's CPU kernels apply a Python number to a 16-bit tensor in float32, unrounded
+    // (`original_scalar_value<opmath_t>`): x * 0.1 multiplies by float32's 0.1, not bfloat16's.
+    return wrap(frontend::cast(node(op, {frontend::operand_value(a, DType::Float32, name),
+                                         frontend::operand_value(b, DType::Float32, name)}),
+                               dt));
+  }
   return wrap(node(op, {frontend::operand_value(a, dt, name), frontend::operand_value(b, dt, name)}));
 }
 

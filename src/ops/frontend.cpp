@@ -138,7 +138,8 @@ ir::Value scalar_value(const Scalar& s, DType dtype) {
     case DType::Float64: *static_cast<double*>(p) = s.to_double(); break;
     case DType::Float16:
     case DType::BFloat16: {
-      // The scalar is rounded to the tensor's dtype (PyTorch keeps it in float32 for the op).
+      // The scalar is rounded to the tensor's dtype, as PyTorch does for every op but + - * /
+      // (elementwise.cpp `binary` applies a number to those in float32, as PyTorch does).
       uint16_t h = to_reduced(dtype, static_cast<float>(s.to_double()));
       std::memcpy(p, &h, sizeof h);
       break;

@@ -71,6 +71,19 @@ def test_python_scalars_and_zero_dim_tensors_keep_the_16_bit_dtype():
     assert lz.exp(lz.ones(2, dtype=lz.int32).half()).dtype == F16
 
 
+@pytest.mark.parametrize("dtype", [F16, BF16], ids=["float16", "bfloat16"])
+def test_python_numbers_apply_in_float32_to_add_sub_mul_div(dtype, rng, backend):
+    # PyTorch's CPU kernels use the number unrounded (opmath): rounding 0.1 to bfloat16 first
+    # (0.10009765625) changes some products' last bit, so these checks can tell the two apart.
+    x, a = make(rng, (4096,), dtype)
+    for got, want in [(x * 0.1, a * np.float32(0.1)), (x / 3, a / np.float32(3)),
+                      (x + 1e-3, a + np.float32(1e-3)), (0.3 - x, np.float32(0.3) - a)]:
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(values(got), rounded(want, dtype))
+    assert not np.array_equal(rounded(a * rounded(np.float32([0.1]), dtype)[0], dtype),
+                              rounded(a * np.float32(0.1), dtype))
+
+
 # ---- casts ----
 
 def test_casts_round_to_nearest_even_and_keep_nan_and_inf():
