@@ -75,7 +75,12 @@ def render(per_op, opinfos, fallbacks, totals, failures, seconds):
         "PyTorch (`torch.testing.assert_close`, default tolerances except "
         + ", ".join(f"{name} ({', '.join(f'{k} {v:g}' for k, v in tol.items())})"
                     for name, tol in sorted(lowering_opinfo.TOLERANCES.items()))
-        + ", each with its reason in `lowering_opinfo.TOLERANCES`), out of those that lowered",
+        + ", each with its reason in `lowering_opinfo.TOLERANCES`; float16 and bfloat16 results "
+        "within a few 16-bit units, "
+        + ", ".join(f"{lowering.dtype_name(d)} rtol {t['rtol']:g} atol {t['atol']:g}"
+                    for d, t in lowering_opinfo.SIXTEEN_BIT_TOLERANCE.items())
+        + " (`lowering_opinfo.SIXTEEN_BIT_TOLERANCE` says why and lists the ops compared with "
+        "float64 or at a wider scale)), out of those that lowered",
         "completely; – where no sample reached it.",
         "",
         "## Totals",
