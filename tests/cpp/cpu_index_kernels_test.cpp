@@ -20,90 +20,16 @@
 #include "backend/cpu/plan.h"
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
+#include "cpu_compiler_util.h"
 #include "test_util.h"
 
 namespace lz {
 namespace {
 
-class CpuIndexKernels : public testing::RuntimeTest {
- protected:
-  void TearDown() override {
-    try {
-      lz::wait();
-    } catch (const lz::Error&) {
-    }
-    set_active_backend(config().backend);
-    RuntimeTest::TearDown();
-  }
-};
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of the cpu backend tests
+
+using CpuIndexKernels = CpuCompilerTest;
 using CpuFloat32Sums = CpuIndexKernels;
-
-// An output read back: floats as double, integers as int64.
-struct Out {
-  Shape shape;
-  std::vector<double> f;
-  std::vector<int64_t> i;
-};
-
-Out read(const Tensor& t) {
-  Out o;
-  o.shape = t.shape();
-  switch (t.dtype()) {
-    case DType::Float16:
-    case DType::BFloat16:  // not among the dtypes these tests use: read as float32
-      for (float v : lz::cast(t, DType::Float32).to_vector<float>()) o.f.push_back(v);
-      break;
-    case DType::Float32:
-      for (float v : t.to_vector<float>()) o.f.push_back(v);
-      break;
-    case DType::Float64:
-      o.f = t.to_vector<double>();
-      break;
-    case DType::Int32:
-      for (int32_t v : t.to_vector<int32_t>()) o.i.push_back(v);
-      break;
-    case DType::Int64:
-      o.i = t.to_vector<int64_t>();
-      break;
-    case DType::Bool:
-      for (bool v : t.to_vector<bool>()) o.i.push_back(v);
-      break;
-  }
-  return o;
-}
-
-// Runs `program` on `backend` as one synced program; an error goes to *error.
-std::vector<Out> run_on(const std::string& backend,
-                        const std::function<std::vector<Tensor>()>& program,
-                        std::string* error = nullptr) {
-  lz::wait();
-  set_active_backend(backend);
-  std::vector<Out> out;
-  try {
-    std::vector<Tensor> ts = program();
-    sync_tensors(ts);
-    for (const Tensor& t : ts) out.push_back(read(t));
-    lz::wait();
-  } catch (const lz::Error& e) {
-    set_active_backend(config().backend);
-    if (!error) throw;
-    *error = e.what();
-    try {
-      lz::wait();
-    } catch (const lz::Error&) {
-    }
-  }
-  set_active_backend(config().backend);
-  return out;
-}
-
-cpu::Plan plan_of(const std::vector<Tensor>& ts) {
-  std::vector<internal::TensorImplPtr> impls;
-  for (const Tensor& t : ts) impls.push_back(t.impl());
-  Roots roots = collect(impls, /*include_views=*/false);
-  PostOrder po = post_order(roots.values);
-  return cpu::build_plan(lowering_graph(roots, po), /*explain=*/false);
-}
 
 int fallbacks(const cpu::Plan& p) {
   int n = 0;
@@ -114,7 +40,7 @@ int fallbacks(const cpu::Plan& p) {
 // Both backends give the same outputs: integers exactly, floats within rtol (0: bit for bit).
 void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol,
                   const std::string& what) {
-  std::vector<Out> ref = run_on("interp", program), got = run_on("cpu", program);
+  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
   ASSERT_EQ(ref.size(), got.size()) << what;
   for (size_t k = 0; k < ref.size(); ++k) {
     ASSERT_EQ(ref[k].shape, got[k].shape) << what << " output " << k;
@@ -399,7 +325,7 @@ TEST_F(CpuIndexKernels, ANewBatchSizeOfAnEmbeddingStepCompilesNoKernel) {
 TEST_F(CpuFloat32Sums, AColumnSumOfMoreThanTwoToThe24OnesIsExact) {
   // A float32 accumulator stops at 2^24 (2^24 + 1 rounds back to it).
   const int64_t n = (int64_t{1} << 24) + 2;
-  std::vector<Out> got = run_on("cpu", [&] {
+  std::vector<Result> got = run_on("cpu", [&] {
     return std::vector<Tensor>{sum(ones({n, 2}) * 1.0f, {0})};
   });
   EXPECT_EQ(got[0].f, (std::vector<double>{static_cast<double>(n), static_cast<double>(n)}));
@@ -408,7 +334,7 @@ TEST_F(CpuFloat32Sums, AColumnSumOfMoreThanTwoToThe24OnesIsExact) {
 TEST_F(CpuFloat32Sums, ARowSumOverAShortInnerDimOfMoreThanTwoToThe24OnesIsExact) {
   // The reduced dims (0, 2) do not merge: the innermost loop is 3 long, the count 3 * 2^23.
   const int64_t n = int64_t{1} << 23;
-  std::vector<Out> got = run_on("cpu", [&] {
+  std::vector<Result> got = run_on("cpu", [&] {
     return std::vector<Tensor>{sum(ones({n, 2, 3}) * 1.0f, {0, 2})};
   });
   EXPECT_EQ(got[0].f, (std::vector<double>{3.0 * n, 3.0 * n}));
@@ -416,7 +342,7 @@ TEST_F(CpuFloat32Sums, ARowSumOverAShortInnerDimOfMoreThanTwoToThe24OnesIsExact)
 
 TEST_F(CpuFloat32Sums, AFullSumOfManyOnesIsExact) {
   const int64_t n = (int64_t{1} << 25) + 4;
-  std::vector<Out> got = run_on("cpu", [&] { return std::vector<Tensor>{sum(ones({n}) * 1.0f)}; });
+  std::vector<Result> got = run_on("cpu", [&] { return std::vector<Tensor>{sum(ones({n}) * 1.0f)}; });
   EXPECT_EQ(got[0].f, std::vector<double>{static_cast<double>(n)});
 }
 

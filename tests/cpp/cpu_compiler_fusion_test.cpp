@@ -1,0 +1,261 @@
+// CpuCompilerFusion: the cpu backend's plans really fuse (kernels counted in lz::cpu::build_plan's
+// plan), and fused programs agree with the reference backend.
+#include "cpu_compiler_util.h"
+
+namespace lz {
+namespace {
+
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of these test files
+
+// ---------------------------------------------------------------------------------------------
+// Fusion: kernels counted in the plan
+// ---------------------------------------------------------------------------------------------
+
+using CpuCompilerFusion = CpuCompilerTest;
+
+TEST_F(CpuCompilerFusion, ASixOpElementwiseChainIsOneKernel) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(64 * 33), {64, 33});
+    return std::vector<Tensor>{sigmoid(relu(exp(x) * 2.5f - x) + 1.5f)};  // exp mul sub relu add sigmoid
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  StepCounts c = count_steps(p);
+  EXPECT_EQ(c.kernels, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(c.fallbacks + c.library, 0);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  int ops = 0;
+  for (const cpu::KExpr& e : p.kernels[0].spec.exprs) {
+    if (e.op != ir::OpKind::DeviceData && e.op != ir::OpKind::Constant) ++ops;
+  }
+  EXPECT_GE(ops, 6) << p.kernels[0].spec.pseudo_c("k");
+  EXPECT_EQ(p.arena_bytes, 0) << "no intermediate buffer";
+  expect_agrees(program);
+}
+
+TEST_F(CpuCompilerFusion, SoftmaxIsAtMostThreeKernels) {
+  auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  StepCounts c = count_steps(p);
+  EXPECT_LE(c.kernels, 3) << cpu::describe_plan(p);
+  EXPECT_EQ(c.fallbacks + c.library, 0) << cpu::describe_plan(p);
+  expect_agrees(program);
+}
+
+TEST_F(CpuCompilerFusion, SoftmaxOverTheLeadingDimIsAtMostThreeKernels) {
+  auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(40 * 24, 0.1f), {40, 24}), 0)}; };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_LE(count_steps(p).kernels, 3) << cpu::describe_plan(p);
+  EXPECT_EQ(count_steps(p).fallbacks, 0);
+  expect_agrees(program);
+}
+
+TEST_F(CpuCompilerFusion, AReductionFusesItsElementwiseProducer) {
+  for (IntList dims : {IntList{}, IntList{1}, IntList{0}}) {
+    auto program = [&] {
+      Tensor x = tensor<float>(ramp(48 * 40), {48, 40});
+      return std::vector<Tensor>{sum(x * x + 1, dims)};
+    };
+    std::vector<Tensor> ts = program();
+    cpu::Plan p = plan_of(ts);
+    EXPECT_EQ(p.steps.size(), 1u) << "dims " << shape_text(dims) << "\n" << cpu::describe_plan(p);
+    EXPECT_EQ(count_steps(p).kernels, 1);
+    EXPECT_EQ(p.arena_bytes, 0);
+    expect_agrees(program, 1e-4);
+  }
+}
+
+TEST_F(CpuCompilerFusion, ATransposeFeedingAnAddIsNotCopied) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(16 * 24), {16, 24});
+    Tensor y = tensor<float>(ramp(24 * 16, 0.02f), {24, 16});
+    return std::vector<Tensor>{transpose(x, 0, 1) + y};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(p.steps.size(), 1u) << cpu::describe_plan(p);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].spec.inputs.size(), 2u) << "x read in place through strides";
+  EXPECT_EQ(p.arena_bytes, 0);
+  expect_agrees(program);
+}
+
+TEST_F(CpuCompilerFusion, SlicesExpandsAndSplitsAreIndexArithmetic) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(12 * 20), {12, 20});
+    Tensor b = tensor<float>(ramp(5, 0.5f), {5, 1});
+    Tensor s = slice(slice(x, 0, 1, 11, 2), 1, -17, 19, 3);         // [5, 6]
+    Tensor e = expand(b, {5, 6});
+    Tensor r = reshape(s * e, {5, 2, 3});                            // a split: affine
+    return std::vector<Tensor>{permute(r, {2, 0, 1}) + 1};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(p.steps.size(), 1u) << cpu::describe_plan(p);
+  expect_agrees(program);
+}
+
+TEST_F(CpuCompilerFusion, AMatmulIsALibraryCallStep) {
+  auto program = [] {
+    Tensor a = tensor<float>(ramp(8 * 16), {8, 16});
+    Tensor w = tensor<float>(ramp(16 * 4, 0.02f), {16, 4});
+    Tensor b = tensor<float>(ramp(4), {4});
+    return std::vector<Tensor>{relu(matmul(a, w) + b)};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  StepCounts c = count_steps(p);
+  EXPECT_EQ(c.library, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(c.kernels, 1);
+  EXPECT_EQ(c.fallbacks, 0);
+  bool found = false;
+  for (const cpu::PlanStep& s : p.steps) found = found || (s.kind == cpu::PlanStep::MatMul && s.op == ir::OpKind::MatMul);
+  EXPECT_TRUE(found);
+  expect_agrees(program, 1e-4);
+}
+
+TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(30 * 30), {30, 30});
+    Tensor h = x;
+    for (int i = 0; i < 12; ++i) h = tanh(h * 1.5f + 0.25f);  // 36 ops
+    return std::vector<Tensor>{sum(h, {1}), h * h};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  // h is computed once (as the root h*h reads it or as a scratch value), not once per user.
+  int tanh_count = 0;
+  for (const cpu::PlanKernel& k : p.kernels) {
+    for (const cpu::KExpr& e : k.spec.exprs) tanh_count += e.op == ir::OpKind::Tanh;
+  }
+  EXPECT_EQ(tanh_count, 12) << cpu::describe_plan(p);
+  expect_agrees(program, 1e-4);
+}
+
+TEST_F(CpuCompilerFusion, DumpKernelsReportsDecisionsAndPseudoC) {
+  set_active_backend("cpu");
+  Tensor x = tensor<float>(ramp(64), {8, 8});
+  Tensor y = nn::softmax(x, 1);
+  std::string text = debug::dump_kernels({y});
+  EXPECT_EQ(text.rfind("plan: ", 0), 0u) << text;
+  EXPECT_NE(text.find("decision: "), std::string::npos) << text;
+  EXPECT_NE(text.find("void lzk_"), std::string::npos) << text;
+  std::string ir = debug::dump_kernels({y}, /*llvm_ir=*/true);
+  EXPECT_NE(ir.find("define "), std::string::npos);
+  EXPECT_EQ(debug::tensor_state(y), "ir") << "dump_kernels runs nothing";
+}
+
+
+TEST_F(CpuCompilerFusion, AChainPastTheKernelSizeLimitSplitsAndStillAgrees) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(40 * 24), {40, 24});
+    Tensor h = x;
+    for (int i = 0; i < 40; ++i) h = relu(h * 0.75f + 0.125f) - 0.0625f;  // 160 ops
+    return std::vector<Tensor>{h};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_GE(count_steps(p).kernels, 2) << cpu::describe_plan(p);
+  EXPECT_NE(cpu::describe_plan(p).find("(rule 6)"), std::string::npos);
+  for (const cpu::PlanKernel& k : p.kernels) {
+    int ops = 0;
+    for (const cpu::KExpr& e : k.spec.exprs) ops += e.op != ir::OpKind::DeviceData && e.op != ir::OpKind::Constant;
+    EXPECT_LE(ops, 64) << "a kernel over the limit";
+  }
+  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+  EXPECT_EQ(compare_exact(ref[0], got[0], false, {}), "") << "correctly rounded ops only: bit for bit";
+}
+
+TEST_F(CpuCompilerFusion, LargeTensorsSplitOverTheThreadPoolAgree) {
+  // Far over one parallel chunk (32768 elements); rows of 1001 so chunks start mid-row.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(301 * 1001, 0.001f), {301, 1001});
+    Tensor y = tensor<float>(ramp(1001, 0.01f), {1001});
+    return std::vector<Tensor>{transpose(x, 0, 1) * 2 + 1,      // elementwise, strided
+                               sum(x * y, {0}),                  // column reduction
+                               amax(x - y, {1}),                 // row reduction
+                               sum(reshape(x, {7, 43, 1001}), {0, 2}, true),
+                               round(x * 3) + cast(gt(x, y), DType::Float32)};
+  };
+  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+  ASSERT_EQ(ref.size(), got.size());
+  EXPECT_EQ(compare_exact(ref[0], got[0], false, {}), "");
+  EXPECT_EQ(compare_exact(ref[2], got[2], false, {}), "");
+  EXPECT_EQ(compare_exact(ref[4], got[4], false, {}), "");
+  for (size_t k : {size_t{1}, size_t{3}}) {
+    for (size_t i = 0; i < ref[k].f.size(); ++i) {
+      ASSERT_NEAR(got[k].f[i], ref[k].f[i], 1e-4 * std::max(1.0, std::fabs(ref[k].f[i])) * 30) << k << " at " << i;
+    }
+  }
+}
+
+// Rule 7: a chain of permutes under a float32 2-D matmul operand is read by sgemm as is or
+// transposed ('T'), without a copy.
+TEST_F(CpuCompilerFusion, TransposedMatmulOperandsAreFoldedIntoTheLibraryCallAndAgree) {
+  struct Dims {
+    int64_t m, k, n;
+  };
+  // Small, tall, wide, degenerate and empty products, and two large enough for sgemm to be cut
+  // into blocks of rows (300 x 512 x 256) or of columns (8 x 512 x 300) over the thread pool.
+  const Dims dims[] = {{3, 4, 5},   {130, 33, 7}, {7, 33, 150}, {200, 65, 129}, {1, 5, 1},
+                       {0, 3, 2},   {4, 0, 3},    {300, 512, 256}, {8, 512, 300}};
+  for (const Dims& d : dims) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        SCOPED_TRACE("m " + std::to_string(d.m) + " k " + std::to_string(d.k) + " n " + std::to_string(d.n) +
+                     " ta " + std::to_string(ta) + " tb " + std::to_string(tb));
+        auto program = [&] {
+          Tensor a = ta ? transpose(tensor<float>(ramp(d.k * d.m, 0.01f), {d.k, d.m}), 0, 1)
+                        : tensor<float>(ramp(d.m * d.k, 0.01f), {d.m, d.k});
+          Tensor b = tb ? transpose(tensor<float>(ramp(d.n * d.k, 0.013f, -0.7f), {d.n, d.k}), 0, 1)
+                        : tensor<float>(ramp(d.k * d.n, 0.013f, -0.7f), {d.k, d.n});
+          return std::vector<Tensor>{matmul(a, b)};
+        };
+        std::vector<Tensor> ts = program();
+        cpu::Plan p = plan_of(ts);
+        EXPECT_EQ(p.steps.size(), 1u) << "a transposed operand was copied\n" << cpu::describe_plan(p);
+        std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+        ASSERT_EQ(ref[0].f.size(), got[0].f.size());
+        for (size_t i = 0; i < ref[0].f.size(); ++i) {
+          ASSERT_NEAR(got[0].f[i], ref[0].f[i], 1e-5 * static_cast<double>(d.k + 1) * std::max(1.0, std::fabs(ref[0].f[i])))
+              << "at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuCompilerFusion, PermutedMatmulOperandsOfEveryKindAgree) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(96 * 40, 0.01f), {96, 40});
+    Tensor w = tensor<float>(ramp(40 * 24, 0.02f), {40, 24});
+    Tensor x3 = tensor<float>(ramp(2 * 40 * 24, 0.01f), {2, 40, 24});
+    Tensor wd = tensor<double>(std::vector<double>(40 * 24, 0.5), {24, 40});
+    Tensor xd = tensor<double>(std::vector<double>(96 * 40, 0.25), {96, 40});
+    Tensor xt = transpose(x, 0, 1);
+    return std::vector<Tensor>{
+        matmul(transpose(xt, 0, 1), w),                            // two transposes: the identity
+        matmul(transpose(x * 2 + 1, 0, 1), x),                     // a transposed computed value
+        matmul(transpose(slice(x, 0, 1, 81, 2), 0, 1), slice(x, 0, 0, 40)),  // transposed strided views
+        matmul(x, transpose(reshape(w, {24, 40}), 0, 1)),          // transposed reshape alias
+        matmul(permute(x3, {0, 2, 1}), w),                         // batched: not folded
+        matmul(xd, transpose(wd, 0, 1)),                           // float64: the reference kernel
+        xt};                                                       // the permute is a root as well
+  };
+  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t k = 0; k < ref.size(); ++k) {
+    ASSERT_EQ(ref[k].shape, got[k].shape) << k;
+    for (size_t i = 0; i < ref[k].f.size(); ++i) {
+      ASSERT_NEAR(got[k].f[i], ref[k].f[i], 1e-4 * std::max(1.0, std::fabs(ref[k].f[i]))) << "output " << k << " at " << i;
+    }
+  }
+}
+
+// mean() divides by the element count, a baked constant that changes with the batch size: its
+// value must reach the kernel as an argument, not be compiled into it.
+
+}  // namespace
+}  // namespace lz
