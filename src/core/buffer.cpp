@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/config.h"
+#include "core/metrics.h"
 #include "lazuli/error.h"
 
 namespace lz {
@@ -17,20 +19,30 @@ namespace {
 
 // Freed blocks kept for reuse, by exact rounded size: a training step allocates the same sizes
 // every step, and first-touching fresh pages costs about 12 us per 4 KiB here (MACHINE.md). Small
-// blocks go back to malloc, which already recycles them; the cache is bounded in bytes.
+// blocks go back to malloc, which already recycles them; the cache is bounded in bytes
+// (LAZULI_BUFFER_CACHE_BYTES, default a quarter of the RAM: a GPT-2-small training step frees
+// and reallocates about 3 GB, and with a 1 GiB bound a quarter of its time went to the kernel
+// zeroing fresh pages, bench/RESULTS.md section 9). Counters: BufferReuse, BufferFresh.
+size_t max_bytes();
+
 class BlockCache {
  public:
   static constexpr size_t kMinCached = 64 * 1024;
-  static constexpr size_t kMaxBytes = size_t{1} << 30;
 
   void* take(size_t rounded) {
     if (rounded < kMinCached) return nullptr;
+    static Counter* reuse = get_counter("BufferReuse");
+    static Counter* fresh = get_counter("BufferFresh");
     std::lock_guard<std::mutex> l(mu_);
     auto it = free_.find(rounded);
-    if (it == free_.end() || it->second.empty()) return nullptr;
+    if (it == free_.end() || it->second.empty()) {
+      fresh->add();
+      return nullptr;
+    }
     void* p = it->second.back();
     it->second.pop_back();
     bytes_ -= rounded;
+    reuse->add();
     return p;
   }
 
@@ -46,8 +58,9 @@ class BlockCache {
 
   bool give(void* p, size_t rounded) {
     if (rounded < kMinCached) return false;
+    const size_t bound = max_bytes();
     std::lock_guard<std::mutex> l(mu_);
-    if (bytes_ + rounded > kMaxBytes) return false;
+    if (bytes_ + rounded > bound) return false;
     free_[rounded].push_back(p);
     bytes_ += rounded;
     return true;
@@ -58,6 +71,18 @@ class BlockCache {
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t bytes_ = 0;
 };
+
+// The cache's bound: LAZULI_BUFFER_CACHE_BYTES, or a quarter of the RAM.
+size_t max_bytes() {
+  const int64_t configured = config().buffer_cache_bytes;
+  if (configured >= 0) return static_cast<size_t>(configured);
+  static const size_t quarter = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return size_t{1} << 30;
+    return static_cast<size_t>(si.totalram) * si.mem_unit / 4;
+  }();
+  return quarter;
+}
 
 BlockCache& block_cache() {
   static auto* c = new BlockCache();  // never destroyed: storages may die during exit
@@ -100,6 +125,8 @@ size_t memory_limit_bytes() {
 }
 
 }  // namespace
+
+void release_buffer_cache() { block_cache().release_all(); }
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   if (nbytes > memory_limit_bytes() - kHugePage) {  // also keeps round_size from wrapping

@@ -44,6 +44,9 @@ class Storage {
   std::shared_ptr<void> owner_;  // set for external memory
 };
 
+// Frees every block the Storage block cache keeps (core/buffer.cpp) back to the system.
+void release_buffer_cache();
+
 // One scheduled run of a program. Completed exactly once, with or without an error.
 class Execution {
  public:
