@@ -8,6 +8,8 @@
 //  - leaves, movement and index ops (constants, arange, transpose/reshape, gather, index_select,
 //    index_copy) on 16-bit data;
 // and the plans: 16-bit casts, loads and stores are compiled kernels, not reference fallbacks.
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/kernel_cache.h"
 #include "backend/cpu/plan.h"
 #include "core/metrics.h"
 #include "core/reduced_float.h"
@@ -27,8 +30,31 @@
 namespace lz {
 namespace {
 
+// A fresh kernel cache directory (removed at exit), so kernels are compiled here and the tests
+// never write the user's cache.
+std::string fresh_cache_dir() {
+  struct Dirs {
+    std::vector<std::string> v;
+    ~Dirs() {
+      for (const std::string& d : v) std::system(("rm -rf '" + d + "'").c_str());
+    }
+  };
+  static Dirs dirs;
+  char tmpl[] = "/tmp/lazuli-cpu-reduced-float-test-XXXXXX";
+  const char* d = ::mkdtemp(tmpl);
+  if (!d) throw std::runtime_error("mkdtemp failed");
+  dirs.v.push_back(d);
+  return d;
+}
+
 class CpuReducedFloat : public testing::RuntimeTest {
  protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    static const std::string dir = fresh_cache_dir();
+    mutable_config().cache_dir = dir;
+    mutable_config().persistent_cache_read_only = false;
+  }
   void TearDown() override {
     try {
       lz::wait();
@@ -130,6 +156,9 @@ TEST_F(CpuReducedFloat, EveryFloat16AndBFloat16PatternCastsToEveryDTypeAsTheRefe
       for (DType to : kAll) {
         if (to != from) outs.push_back(cast(x, to));
       }
+      // Round trips: a NaN comes back quieted, everything else unchanged.
+      outs.push_back(cast(cast(x, DType::Float32), from));
+      outs.push_back(cast(cast(x, DType::Float64), from));
       return outs;
     };
     SCOPED_TRACE(std::string(dtype_name(from)));
@@ -301,6 +330,32 @@ TEST_F(CpuReducedFloat, ACatOf16BitTensorsCastsInKernelsAndCopiesBytesOnTheRefer
   expect_same_bits(program);
   set_active_backend("cpu");
   EXPECT_EQ(fallbacks(program()), std::vector<std::string>{"fallback::cat"});
+}
+
+TEST_F(CpuReducedFloat, TheIntegerFloat16PathForHostsWithoutF16CMatchesTheReference) {
+  // LAZULI_JIT_NO_F16C makes the code generator convert float16 as on a host without F16C;
+  // kernels come from a fresh cache so they are compiled that way.
+  struct NoF16C {
+    NoF16C() {
+      ::setenv("LAZULI_JIT_NO_F16C", "1", 1);
+      cpu::clear_kernel_memory_cache();
+    }
+    ~NoF16C() {
+      ::unsetenv("LAZULI_JIT_NO_F16C");
+      cpu::clear_kernel_memory_cache();
+    }
+  } no_f16c;
+  mutable_config().cache_dir = fresh_cache_dir();
+  const std::vector<float> v = special_floats();
+  auto program = [&] {
+    Tensor x = every_pattern(DType::Float16);
+    Tensor f = tensor<float>(v);
+    return std::vector<Tensor>{cast(x, DType::Float32), cast(x, DType::Float64),
+                               cast(cast(x, DType::Float32), DType::Float16),
+                               cast(x, DType::BFloat16), cast(f, DType::Float16),
+                               cast(tensor<double>({1.0 + 0x1p-11 + 0x1p-30}), DType::Float16)};
+  };
+  expect_same_bits(program);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -95,8 +96,9 @@ bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 class Emitter {
  public:
-  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& spec)
-      : ctx_(ctx), m_(m), b_(ctx), spec_(spec) {}
+  // f16c: the host converts float16 in hardware (vcvtph2ps / vcvtps2ph).
+  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& spec, bool f16c)
+      : ctx_(ctx), m_(m), b_(ctx), spec_(spec), f16c_(f16c) {}
 
   void emit(const std::string& name) {
     auto* i64 = b_.getInt64Ty();
@@ -229,8 +231,13 @@ class Emitter {
     llvm::Value* sign = b_.CreateShl(b_.CreateAnd(x, i32c(0x8000)), 16);
     llvm::Value* mag = b_.CreateAnd(x, i32c(0x7fff));
     llvm::Value* shifted = b_.CreateShl(mag, 13);
-    llvm::Value* normal = b_.CreateAdd(shifted, i32c(112u << 23));
     llvm::Value* special = b_.CreateOr(shifted, i32c(0x70000000u));  // exponent 31 -> 255
+    if (f16c_) {  // vcvtph2ps, with NaNs rebuilt so that a signaling one stays signaling
+      llvm::Value* hw = b_.CreateFPExt(b_.CreateBitCast(h, b_.getHalfTy()), b_.getFloatTy());
+      llvm::Value* nan = b_.CreateBitCast(b_.CreateOr(special, sign), b_.getFloatTy());
+      return b_.CreateSelect(b_.CreateICmpUGT(mag, i32c(0x7c00)), nan, hw);
+    }
+    llvm::Value* normal = b_.CreateAdd(shifted, i32c(112u << 23));
     llvm::Value* sub = b_.CreateBitCast(
         b_.CreateFMul(b_.CreateSIToFP(mag, b_.getFloatTy()),
                       llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 16777216.0)),
@@ -243,9 +250,14 @@ class Emitter {
 
   // A float32 narrowed to a 16-bit float's bits (i16), exactly as core/reduced_float.h: round to
   // nearest even, a NaN stays a NaN (quieted, sign kept), overflow becomes an infinity. Integer
-  // ops and selects only (one float multiply and roundeven for float16 subnormals), so it
-  // vectorizes, needs no F16C and no libcall, and matches the reference bit for bit.
+  // ops and selects (one float multiply and roundeven for float16 subnormals), so it vectorizes
+  // and needs no libcall; float16 with F16C is vcvtps2ph in the current rounding mode, which
+  // gives reduced_float.h's bits for every float32 (checked exhaustively on the development
+  // machine; the tests compare every 16-bit pattern and the rounding cases with the reference).
   llvm::Value* narrow(llvm::Value* f, DType to) {
+    if (to == DType::Float16 && f16c_) {
+      return b_.CreateBitCast(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getInt16Ty());
+    }
     auto* i32 = b_.getInt32Ty();
     llvm::Value* x = b_.CreateBitCast(f, i32);
     llvm::Value* mag = b_.CreateAnd(x, i32c(0x7fffffffu));
@@ -889,6 +901,7 @@ class Emitter {
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
   const KernelSpec& spec_;
+  bool f16c_ = false;
   llvm::Function* fn_ = nullptr;
   llvm::MDNode* out_scope_ = nullptr;
   std::vector<llvm::Value*> sizes_, offs_, ptrs_, scalars_;
@@ -912,6 +925,15 @@ std::unique_ptr<llvm::TargetMachine> host_machine() {
   jtmb.setRelocationModel(llvm::Reloc::Static);
   jtmb.setCodeModel(llvm::CodeModel::Large);
   return take(jtmb.createTargetMachine(), "create target machine");
+}
+
+// Whether float16 conversions may use F16C: the host has it, and LAZULI_JIT_NO_F16C (a test hook:
+// the integer path is what hosts without F16C run) is unset or 0. Both paths give the same bits,
+// so kernels compiled either way may share a disk cache.
+bool has_f16c(const llvm::TargetMachine& tm) {
+  const char* off = std::getenv("LAZULI_JIT_NO_F16C");
+  if (off && *off && std::string(off) != "0") return false;
+  return llvm::StringRef(tm.getTargetFeatureString()).contains("+f16c");
 }
 
 void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
@@ -954,7 +976,7 @@ class LlvmJit final : public JitCompiler {
       m->print(os, nullptr);
     };
     try {
-      Emitter(ctx, *m, spec).emit(name);
+      Emitter(ctx, *m, spec, has_f16c(*tm)).emit(name);
     } catch (...) {
       print();  // the IR emitted so far, for the bug report
       throw;
