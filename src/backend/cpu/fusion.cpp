@@ -37,9 +37,10 @@
 // 10. float16 and bfloat16 values are loaded, converted and stored by the kernels like any other
 //     dtype (i16 in memory and registers; a cast widens to or narrows from float32 exactly as
 //     core/reduced_float.h). The frontend computes everything else in float32, so a 16-bit value
-//     reaches the backend only in casts, leaves, movement and index ops. A node that would
-//     compute on 16-bit values (an arithmetic op, a where, a reduction or scatter_add built below
-//     the frontend) runs its reference kernel, which refuses it with its own error.
+//     reaches the backend only in casts, leaves, movement and index ops, and bfloat16 matrix
+//     products (a library call, rule 7). A node that would compute on 16-bit values in a kernel
+//     (an arithmetic op, a where, a reduction or scatter_add built below the frontend) runs its
+//     reference kernel, which refuses it with its own error.
 #include <algorithm>
 #include <climits>
 #include <cstring>
