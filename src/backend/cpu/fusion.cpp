@@ -34,9 +34,13 @@
 //     materialized when its consumer reads only part of it (a slice, a gather's data operand, a
 //     scatter_add src larger than the index). Rank-0 operands and empty iteration spaces run the
 //     reference kernel.
-// 10. float16 and bfloat16 values are not generated yet: a node that reads or writes one (a cast,
-//     a constant, a movement or index op; the frontend computes everything else in float32) runs
-//     its reference kernel, and the float32 expressions around it fuse as usual.
+// 10. float16 and bfloat16 values are loaded, converted and stored by the kernels like any other
+//     dtype (i16 in memory and registers; a cast widens to or narrows from float32 exactly as
+//     core/reduced_float.h). The frontend computes everything else in float32, so a 16-bit value
+//     reaches the backend only in casts, leaves, movement and index ops, and bfloat16 matrix
+//     products (a library call, rule 7). A node that would compute on 16-bit values in a kernel
+//     (an arithmetic op, a where, a reduction or scatter_add built below the frontend) runs its
+//     reference kernel, which refuses it with its own error.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -104,9 +108,7 @@ bool is_indirect_load(const Node& n) {
   return (n.op == OpKind::Gather || n.op == OpKind::IndexSelect) &&
          !n.operands[0].shape().empty() && numel(n.shape) > 0;
 }
-// A node reading or writing float16/bfloat16 (only casts, leaves and byte moves do: the frontend
-// computes them in float32) runs its reference kernel until the code generator loads and stores
-// 16-bit floats.
+// A node reading or writing float16/bfloat16.
 bool touches_reduced_float(const Node& n) {
   if (is_reduced_float(n.dtype)) return true;
   for (const ir::Value& v : n.operands) {
@@ -116,6 +118,7 @@ bool touches_reduced_float(const Node& n) {
 }
 bool is_scatter(const Node& n) {
   if ((n.op != OpKind::ScatterAdd && n.op != OpKind::IndexCopy) || n.shape.empty()) return false;
+  if (n.op == OpKind::ScatterAdd && is_reduced_float(n.dtype)) return false;  // rule 10
   return numel(n.operands[n.op == OpKind::ScatterAdd ? 1 : 2].shape()) > 0;
 }
 
@@ -200,7 +203,6 @@ class Planner {
   enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Opaque };
   Kind kind_of(const Node* n) const {
     if (n->op == OpKind::DeviceData) return Kind::Param;
-    if (touches_reduced_float(*n)) return Kind::Opaque;  // rule 10
     if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
       return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;
@@ -209,6 +211,7 @@ class Planner {
     if (is_reduction(n->op)) {
       // Bool max/min are any/all (an or/and fold); a bool sum or product is not recorded.
       const bool any_all = n->op == OpKind::ReduceMax || n->op == OpKind::ReduceMin;
+      if (touches_reduced_float(*n)) return Kind::Opaque;  // rule 10
       return n->dtype == DType::Bool && !any_all ? Kind::Opaque : Kind::Reduce;
     }
     return Kind::Opaque;
@@ -644,7 +647,11 @@ class Planner {
     for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
     step.range = total;
     step.grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, reduce_total));
-    step.align = scheme == Scheme::RowReduce ? 1 : 16;
+    // Segment boundaries at whole cache lines of the output (16 elements of 4 bytes, 32 of 2,
+    // 64 bools), so two threads never write one line.
+    step.align = scheme == Scheme::RowReduce
+                     ? 1
+                     : std::max<int64_t>(16, 64 / static_cast<int64_t>(dtype_size(s.out_dtype)));
     step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
     step.inputs = kb.input_value;
     step.output = out_value;
@@ -867,6 +874,12 @@ bool compiles_elementwise(const Node& n) {
   const DType t = ir::op_info(n.op).cls == OpClass::Compare ? in : n.dtype;
   // Shape inference already refused the dtypes an op is not defined for (op_table.def); what
   // remains is where the code generator stops short of the reference kernels.
+  // Rule 10: 16-bit floats are only converted (a cast) or passed through (the autograd
+  // identities); the frontend never records other ops on them.
+  if (touches_reduced_float(n) && n.op != OpKind::Cast && n.op != OpKind::GradLeaf &&
+      n.op != OpKind::StopGradient) {
+    return false;
+  }
   switch (n.op) {
     case OpKind::FloorDiv:
     case OpKind::Remainder: return false;  // value-dependent errors and fix-ups: reference only

@@ -29,6 +29,7 @@
 #include <llvm/Target/TargetMachine.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -36,6 +37,7 @@
 #include <unordered_map>
 
 #include "backend/cpu/jit_api.h"
+#include "core/reduced_float.h"
 
 namespace lz::cpu {
 namespace {
@@ -94,8 +96,9 @@ bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
 class Emitter {
  public:
-  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& spec)
-      : ctx_(ctx), m_(m), b_(ctx), spec_(spec) {}
+  // f16c: the host converts float16 in hardware (vcvtph2ps / vcvtps2ph).
+  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& spec, bool f16c)
+      : ctx_(ctx), m_(m), b_(ctx), spec_(spec), f16c_(f16c) {}
 
   void emit(const std::string& name) {
     auto* i64 = b_.getInt64Ty();
@@ -113,6 +116,13 @@ class Emitter {
     llvm::Value* end = fn_->getArg(1);
     llvm::Value* ptrs = fn_->getArg(2);
     llvm::Value* args = fn_->getArg(3);
+    // A 16-bit float is only loaded, converted and stored (reg_type): no reduction or scatter_add
+    // folds in one (fusion.cpp gives those to the reference kernel).
+    if (is_reduced_float(spec_.out_dtype) &&
+        (spec_.scheme == Scheme::RowReduce || spec_.scheme == Scheme::ColReduce ||
+         (spec_.scheme == Scheme::Scatter && spec_.reduce_op != OpKind::IndexCopy))) {
+      throw std::runtime_error("codegen: no reduction folds in float16/bfloat16");
+    }
 
     llvm::MDBuilder mdb(ctx_);
     llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("lz");
@@ -171,6 +181,10 @@ class Emitter {
 
  private:
   // ---- types and conversions ----
+  // float16 and bfloat16 are i16 in memory and in registers: only a conversion (convert(), so a
+  // Cast, a constant or an iota of that dtype) looks at the bits. Nothing else computes on them:
+  // the frontend records arithmetic on 16-bit floats in float32 (ops/frontend.cpp), and
+  // fusion.cpp sends the rest to the reference kernel, which refuses it.
   llvm::Type* reg_type(DType t) {
     switch (t) {
       case DType::Bool: return b_.getInt1Ty();
@@ -179,9 +193,9 @@ class Emitter {
       case DType::Float32: return b_.getFloatTy();
       case DType::Float64: return b_.getDoubleTy();
       case DType::Float16:
-      case DType::BFloat16: break;  // not generated yet: fusion.cpp runs them on the reference
+      case DType::BFloat16: return b_.getInt16Ty();
     }
-    throw std::runtime_error("codegen: no code for float16/bfloat16 yet");
+    throw std::runtime_error("codegen: unknown dtype");
   }
   llvm::Type* mem_type(DType t) { return t == DType::Bool ? b_.getInt8Ty() : reg_type(t); }
   unsigned align_of(DType t) {
@@ -200,15 +214,90 @@ class Emitter {
       case DType::Float32: return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(v));
       case DType::Float64: return llvm::ConstantFP::get(b_.getDoubleTy(), v);
       case DType::Float16:
-      case DType::BFloat16: break;
+      case DType::BFloat16: return b_.getInt16(to_reduced(t, static_cast<float>(v)));
     }
-    throw std::runtime_error("codegen: no code for float16/bfloat16 yet");
+    throw std::runtime_error("codegen: unknown dtype");
+  }
+
+  llvm::Value* i32c(uint32_t v) { return b_.getInt32(v); }
+
+  // A 16-bit float's bits (i16) widened to float32, exactly as core/reduced_float.h.
+  llvm::Value* widen(llvm::Value* h, DType from) {
+    llvm::Value* x = b_.CreateZExt(h, b_.getInt32Ty());
+    if (from == DType::BFloat16) return b_.CreateBitCast(b_.CreateShl(x, 16), b_.getFloatTy());
+    // float16: a subnormal is its mantissa times 2^-24 (exact in float32); an infinity or NaN
+    // keeps its payload (a signaling NaN stays signaling, unlike vcvtph2ps, which quiets it);
+    // a normal number rebiases its exponent (15 -> 127).
+    llvm::Value* sign = b_.CreateShl(b_.CreateAnd(x, i32c(0x8000)), 16);
+    llvm::Value* mag = b_.CreateAnd(x, i32c(0x7fff));
+    llvm::Value* shifted = b_.CreateShl(mag, 13);
+    llvm::Value* special = b_.CreateOr(shifted, i32c(0x70000000u));  // exponent 31 -> 255
+    if (f16c_) {  // vcvtph2ps, with NaNs rebuilt so that a signaling one stays signaling
+      llvm::Value* hw = b_.CreateFPExt(b_.CreateBitCast(h, b_.getHalfTy()), b_.getFloatTy());
+      llvm::Value* nan = b_.CreateBitCast(b_.CreateOr(special, sign), b_.getFloatTy());
+      return b_.CreateSelect(b_.CreateICmpUGT(mag, i32c(0x7c00)), nan, hw);
+    }
+    llvm::Value* normal = b_.CreateAdd(shifted, i32c(112u << 23));
+    llvm::Value* sub = b_.CreateBitCast(
+        b_.CreateFMul(b_.CreateSIToFP(mag, b_.getFloatTy()),
+                      llvm::ConstantFP::get(b_.getFloatTy(), 1.0 / 16777216.0)),
+        b_.getInt32Ty());
+    llvm::Value* bits = b_.CreateSelect(
+        b_.CreateICmpULT(mag, i32c(0x0400)), sub,
+        b_.CreateSelect(b_.CreateICmpUGE(mag, i32c(0x7c00)), special, normal));
+    return b_.CreateBitCast(b_.CreateOr(bits, sign), b_.getFloatTy());
+  }
+
+  // A float32 narrowed to a 16-bit float's bits (i16), exactly as core/reduced_float.h: round to
+  // nearest even, a NaN stays a NaN (quieted, sign kept), overflow becomes an infinity. Integer
+  // ops and selects (one float multiply and roundeven for float16 subnormals), so it vectorizes
+  // and needs no libcall; float16 with F16C is vcvtps2ph in the current rounding mode, which
+  // gives reduced_float.h's bits for every float32 (checked exhaustively on the development
+  // machine; the tests compare every 16-bit pattern and the rounding cases with the reference).
+  llvm::Value* narrow(llvm::Value* f, DType to) {
+    if (to == DType::Float16 && f16c_) {
+      return b_.CreateBitCast(b_.CreateFPTrunc(f, b_.getHalfTy()), b_.getInt16Ty());
+    }
+    auto* i32 = b_.getInt32Ty();
+    llvm::Value* x = b_.CreateBitCast(f, i32);
+    llvm::Value* mag = b_.CreateAnd(x, i32c(0x7fffffffu));
+    llvm::Value* nan = b_.CreateICmpUGT(mag, i32c(0x7f800000u));
+    if (to == DType::BFloat16) {
+      llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(x, 16), i32c(0x0040));
+      // Adding 0x7fff plus the kept part's lowest bit rounds half to even (no NaN gets here, so
+      // the sum does not wrap).
+      llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(x, 16), i32c(1));
+      llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(x, b_.CreateAdd(odd, i32c(0x7fff))), 16);
+      return b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded), b_.getInt16Ty());
+    }
+    llvm::Value* sign = b_.CreateAnd(b_.CreateLShr(x, 16), i32c(0x8000));
+    llvm::Value* quiet = b_.CreateOr(b_.CreateAnd(b_.CreateLShr(mag, 13), i32c(0x3ff)), i32c(0x7e00));
+    // Normal: rebias the exponent (127 -> 15), round 13 bits off to nearest even.
+    llvm::Value* t = b_.CreateSub(mag, i32c(112u << 23));
+    llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(t, 13), i32c(1));
+    llvm::Value* normal = b_.CreateLShr(b_.CreateAdd(t, b_.CreateAdd(odd, i32c(0xfff))), 13);
+    // Subnormal or zero: a multiple of 2^-24; scaling by 2^24 is exact, roundeven rounds half to
+    // even as the reference's nearbyint does in the default rounding mode.
+    llvm::Value* units = b_.CreateFPToSI(
+        intrinsic(llvm::Intrinsic::roundeven,
+                  b_.CreateFMul(b_.CreateBitCast(mag, b_.getFloatTy()),
+                                llvm::ConstantFP::get(b_.getFloatTy(), 16777216.0))),
+        i32);
+    llvm::Value* bits = b_.CreateSelect(
+        nan, quiet,
+        b_.CreateSelect(b_.CreateICmpUGE(mag, i32c(0x477ff000u)), i32c(0x7c00),
+                        b_.CreateSelect(b_.CreateICmpUGE(mag, i32c(0x38800000u)), normal, units)));
+    return b_.CreateTrunc(b_.CreateOr(bits, sign), b_.getInt16Ty());
   }
 
   // The reference backend's conversion rules (interp/kernels_impl.h convert()): to bool is
-  // "!= 0" (NaN is true); a float outside an integer type's range becomes its minimum.
+  // "!= 0" (NaN is true); a float outside an integer type's range becomes its minimum. A 16-bit
+  // float converts through float32 (interp cast_reduced): widened exactly, or converted to
+  // float32 first and rounded once from there (so float64 -> float16 rounds twice, as there).
   llvm::Value* convert(llvm::Value* v, DType from, DType to) {
     if (from == to) return v;
+    if (is_reduced_float(from)) return convert(widen(v, from), DType::Float32, to);
+    if (is_reduced_float(to)) return narrow(convert(v, from, DType::Float32), to);
     llvm::Type* t = reg_type(to);
     if (to == DType::Bool) {
       return is_float(from) ? b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
@@ -812,6 +901,7 @@ class Emitter {
   llvm::Module& m_;
   llvm::IRBuilder<> b_;
   const KernelSpec& spec_;
+  bool f16c_ = false;
   llvm::Function* fn_ = nullptr;
   llvm::MDNode* out_scope_ = nullptr;
   std::vector<llvm::Value*> sizes_, offs_, ptrs_, scalars_;
@@ -835,6 +925,15 @@ std::unique_ptr<llvm::TargetMachine> host_machine() {
   jtmb.setRelocationModel(llvm::Reloc::Static);
   jtmb.setCodeModel(llvm::CodeModel::Large);
   return take(jtmb.createTargetMachine(), "create target machine");
+}
+
+// Whether float16 conversions may use F16C: the host has it, and LAZULI_JIT_NO_F16C (a test hook:
+// the integer path is what hosts without F16C run) is unset or 0. Both paths give the same bits,
+// so kernels compiled either way may share a disk cache.
+bool has_f16c(const llvm::TargetMachine& tm) {
+  const char* off = std::getenv("LAZULI_JIT_NO_F16C");
+  if (off && *off && std::string(off) != "0") return false;
+  return llvm::StringRef(tm.getTargetFeatureString()).contains("+f16c");
 }
 
 void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
@@ -877,7 +976,7 @@ class LlvmJit final : public JitCompiler {
       m->print(os, nullptr);
     };
     try {
-      Emitter(ctx, *m, spec).emit(name);
+      Emitter(ctx, *m, spec, has_f16c(*tm)).emit(name);
     } catch (...) {
       print();  // the IR emitted so far, for the bug report
       throw;
