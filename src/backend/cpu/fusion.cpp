@@ -2,7 +2,12 @@
 //
 // Fusion rules (each applied in build_plan, in this order; the limits are the constants below):
 //  1. Elementwise ops (unary, binary, compare, where, cast, the autograd identities, constants,
-//     iota) fuse into the kernel of their consumer. A kernel computes one value.
+//     iota, the random ops) fuse into the kernel of their consumer. A kernel computes one value.
+//     A random draw's value i depends only on its key and i, its row-major position in the op's
+//     output (interp/kernels.h), so like iota it is computed at the point from that position:
+//     dropout's mask, multiply and scale are one kernel. A uniform draw counts 0 ops (as the load
+//     of a materialized draw did), rng_normal kRngNormalOps (two scalar libm calls per element),
+//     so a shared normal draw is computed once (rule 3).
 //  2. Movement ops (permute, expand, slice, and reshapes that only split dims or add/remove
 //     size-1 dims) never copy: they become index arithmetic, pushed down to the loads as affine
 //     maps from the kernel's loop indices. A reshape that merges dims is not affine; over a
@@ -59,6 +64,7 @@ constexpr int kMaxRecomputedOps = 8;
 constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
 constexpr int64_t kGrainElements = 32768;
+constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
 // The index of one dim of a node as an affine function of the kernel's loop indices, plus
 // dynamic terms: checked index values (the KExpr of a gather's index) times a coefficient.
@@ -92,6 +98,9 @@ void add_scaled(Row& r, const Row& add, int64_t w) {
 bool is_reduction(OpKind op) {
   return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax ||
          op == OpKind::ReduceMin;
+}
+bool is_random(OpKind op) {
+  return op == OpKind::RngUniform || op == OpKind::RngNormal || op == OpKind::RngAdvance;
 }
 bool is_view(OpKind op) {
   return op == OpKind::Permute || op == OpKind::Expand || op == OpKind::Slice || op == OpKind::Reshape;
@@ -204,6 +213,7 @@ class Planner {
     if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
       return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;
+    if (is_random(n->op)) return Kind::Fusible;
     if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
     if (is_view(n->op)) return Kind::View;
     if (is_reduction(n->op)) {
@@ -329,6 +339,11 @@ class Planner {
         }
         case Kind::Fusible: {
           auto total = [&] {
+            // A uniform draw counts as the load of a materialized draw it replaces, so fusing
+            // draws changes no other fusion decision (plans keep their shapes); its key (0-d, an
+            // rng_advance chain at most) is computed once per launch, hoisted out of the loops.
+            if (n->op == OpKind::RngUniform) return 0;
+            if (n->op == OpKind::RngNormal) return kRngNormalOps;
             int c = 1;
             for (const ir::Value& v : n->operands) c += mat_[idx(v.node.get())] ? 0 : cost_[idx(v.node.get())];
             return c;
@@ -486,6 +501,17 @@ class Planner {
       kb.input_dyn.emplace_back();
       split_dyn(v[0].dyn, &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
       e = add_expr(kb, {OpKind::Iota, n->dtype, -1, -1, -1, input, 0});
+    } else if (n->op == OpKind::RngUniform || n->op == OpKind::RngNormal) {
+      // The key (0-d, read at every point) and, as an index input, the point's row-major
+      // position in the draw's output: the counter of its value.
+      const int key = build_expr(kb, op0(n), View{}, root);
+      int input = static_cast<int>(kb.spec.inputs.size());
+      kb.spec.inputs.push_back({DType::Int64, true, {}});
+      kb.input_value.push_back(-1);
+      kb.input_args.push_back(linear(n->shape, v, kb.rank));
+      kb.input_dyn.emplace_back();
+      split_dyn(linear_dyn(n->shape, v), &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
+      e = add_expr(kb, {n->op, n->dtype, key, -1, -1, input, 0});
     } else if (n->op == OpKind::Gather || n->op == OpKind::IndexSelect) {
       // out[p] = x[p with p[dim] = index value]: the index is computed and checked at this point,
       // then x is read through v with row `dim` replaced by the checked value.
