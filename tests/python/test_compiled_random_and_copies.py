@@ -1,9 +1,11 @@
-"""The cpu backend compiles the random ops (fused into their consumers), from Python.
+"""The cpu backend compiles the random ops (fused into their consumers), cat and slice_scatter,
+from Python.
 
 A dropout training step on lz tensors runs no reference kernel for its draws
 (`fallback::rng_uniform` and `fallback::rng_advance` stay 0) and agrees with the reference backend
 (to float rounding: the matrix products differ; a different mask would not come close); the draws
-themselves are the reference's bit for bit.
+themselves are the reference's bit for bit. cat and slice assignment (slice_scatter) run no
+reference kernel and give the reference's values bit for bit.
 """
 import numpy as np
 import pytest
@@ -73,4 +75,29 @@ def test_draws_match_the_reference_bit_for_bit(dtype):
     got = draw()
     assert reference_kernels(RANDOM_OPS) == {}
     for g, r in zip(got, on_backend("interp", draw)):
+        np.testing.assert_array_equal(g, r)
+
+
+COPY_OPS = ("cat", "slice_scatter")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_cat_and_slice_assignment_match_the_reference_bit_for_bit(dtype):
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((4, 6)) * 4).astype(dtype)
+    b = (rng.standard_normal((4, 3)) * 4).astype(dtype)
+    c = (rng.standard_normal((2, 6)) * 4).astype(dtype)
+
+    def program():
+        x, y, z = lz.tensor(a), lz.tensor(b), lz.tensor(c)
+        joined = lz.cat([x, y, x[:, :0]], 1)
+        stacked = lz.cat([x.transpose(0, 1)[:, :2], z.transpose(0, 1)], 1)
+        out = x.clone()
+        out[1:-1, ::2] = z[:, 1::2] if dtype == np.bool_ else z[:, 1::2] + z[:, ::2]
+        out[-1:, 10:] = x[:1, 10:]  # an empty window
+        return [t.numpy() for t in (joined, stacked, out)]
+
+    got = program()
+    assert reference_kernels(COPY_OPS) == {}
+    for g, r in zip(got, on_backend("interp", program)):
         np.testing.assert_array_equal(g, r)
