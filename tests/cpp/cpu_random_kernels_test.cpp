@@ -1,10 +1,15 @@
-// The cpu backend's compiled random ops (rng_uniform, rng_normal, rng_advance): fused elementwise
-// leaves whose values are bit for bit the reference generator's (interp/kernels.h), whatever
-// view reads them, with no reference kernel in the plan.
+// The cpu backend's compiled random ops: rng_uniform and rng_normal are fused elementwise leaves
+// whose values are bit for bit the reference generator's (interp/kernels.h), whatever view reads
+// them; rng_advance is a kernel of its own, so a draw's kernel never depends on its key's chain.
+// No reference kernel in the plans.
+#include <stdlib.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_cache.h"
 #include "cpu_agreement_util.h"
 #include "lazuli/autograd.h"
 
@@ -25,7 +30,7 @@ TEST_F(CpuRandomKernels, UniformAndNormalDrawsAreBitForBitTheReferences) {
       for (int64_t seed : {int64_t{0}, int64_t{1234567}, int64_t{-5}}) {
         auto program = [&] {
           manual_seed(seed);
-          // Three draws: the second and third keys are rng_advance chains fused into them.
+          // Three draws: the second and third keys are compiled rng_advance steps.
           return std::vector<Tensor>{rand(shape, dt), randn(shape, dt), rand(shape, dt)};
         };
         const std::string what =
@@ -105,6 +110,29 @@ TEST_F(CpuRandomKernels, ADropoutTrainingStepRunsNoReferenceRandomKernel) {
   EXPECT_EQ(counter("fallback::rng_uniform"), 0);
   EXPECT_EQ(counter("fallback::rng_advance"), 0);
   EXPECT_GT(counter("ExecutedNode::rng_uniform"), 0);
+}
+
+TEST_F(CpuRandomKernels, DrawsFromALongerKeyChainCompileNoNewKernel) {
+  // Syncing only the draws leaves the device's key pending: each step's key is one advance
+  // further from the last barrier. The advances are kernels of their own, so the draw's kernel
+  // is the same at every length. A private kernel cache: a warm one would hide the compiles.
+  char tmpl[] = "/tmp/lazuli-random-kernels-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  mutable_config().cache_dir = tmpl;
+  cpu::clear_kernel_memory_cache();
+  set_active_backend("cpu");
+  manual_seed(1);
+  int64_t compiled = 0;
+  for (int step = 0; step < 5; ++step) {
+    Tensor b = rand({64}) * 2.0;
+    sync_tensors({b});
+    lz::wait();
+    if (step == 2) compiled = counter("KernelCompile");
+  }
+  EXPECT_GT(compiled, 0);
+  EXPECT_EQ(counter("KernelCompile"), compiled);
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
 }
 
 TEST_F(CpuRandomKernels, NormalDrawsInFloat64MatchTheReferenceLibmOverManyValues) {

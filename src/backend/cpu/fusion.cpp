@@ -7,7 +7,8 @@
 //     output (interp/kernels.h), so like iota it is computed at the point from that position:
 //     dropout's mask, multiply and scale are one kernel. A uniform draw counts 0 ops (as the load
 //     of a materialized draw did), rng_normal kRngNormalOps (two scalar libm calls per element),
-//     so a shared normal draw is computed once (rule 3).
+//     so a shared normal draw is computed once (rule 3). rng_advance (0-d) is a kernel of its own:
+//     a draw's kernel then never depends on how many advances produced its key.
 //  2. Movement ops (permute, expand, slice, and reshapes that only split dims or add/remove
 //     size-1 dims) never copy: they become index arithmetic, pushed down to the loads as affine
 //     maps from the kernel's loop indices. A reshape that merges dims is not affine; over a
@@ -348,9 +349,9 @@ class Planner {
         }
         case Kind::Fusible: {
           auto total = [&] {
-            // A uniform draw counts as the load of a materialized draw it replaces, so fusing
-            // draws changes no other fusion decision (plans keep their shapes); its key (0-d, an
-            // rng_advance chain at most) is computed once per launch, hoisted out of the loops.
+            // A uniform draw counts as the load of the materialized draw it replaces, so fusing
+            // draws changes no other fusion decision (plans keep their shapes); its key is a
+            // loop-invariant load.
             if (n->op == OpKind::RngUniform) return 0;
             if (n->op == OpKind::RngNormal) return kRngNormalOps;
             int c = 1;
@@ -370,6 +371,11 @@ class Planner {
           cost_[i] = c;
           break;
         }
+      }
+      if (n->op == OpKind::RngAdvance) {
+        // A key chain grows by one advance per draw until a barrier syncs the device's key; fused
+        // into the draws, each length would be a new kernel structure (a compile per step).
+        materialize(n, "a key: draws read it from memory (rule 1)");
       }
       if (!mat_[i] && users_[i] > 1 && cost_[i] > kMaxRecomputedOps) {
         materialize(n, std::to_string(users_[i]) + " users and " + std::to_string(cost_[i]) +
