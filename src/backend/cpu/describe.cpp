@@ -133,6 +133,11 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
       case OpKind::DeviceData: os << "in" << e.input << "[" << index_expr(*this, e.input, j) << "]"; break;
       case OpKind::Iota: os << "(" << ctype(e.dtype) << ")(" << index_expr(*this, e.input, j) << ")"; break;
       case OpKind::Constant: os << "scalar" << e.input << "  /* an argument */"; break;
+      case OpKind::RngUniform:
+      case OpKind::RngNormal:
+        os << ir::op_name(e.op) << "(" << v(e.a) << ", " << index_expr(*this, e.input, j)
+           << ")  /* key, counter */";
+        break;
       case OpKind::Gather:
         os << "checked(" << v(e.a) << ", bound" << e.input << ")  /* index check " << e.input
            << " */";

@@ -2,12 +2,22 @@
 //
 // Fusion rules (each applied in build_plan, in this order; the limits are the constants below):
 //  1. Elementwise ops (unary, binary, compare, where, cast, the autograd identities, constants,
-//     iota) fuse into the kernel of their consumer. A kernel computes one value.
+//     iota, the random ops) fuse into the kernel of their consumer. A kernel computes one value.
+//     A random draw's value i depends only on its key and i, its row-major position in the op's
+//     output (interp/kernels.h), so like iota it is computed at the point from that position:
+//     dropout's mask, multiply and scale are one kernel. A uniform draw counts 0 ops (as the load
+//     of a materialized draw did), rng_normal kRngNormalOps (two scalar libm calls per element),
+//     so a shared normal draw is computed once (rule 3). rng_advance (0-d) is a kernel of its own:
+//     a draw's kernel then never depends on how many advances produced its key.
 //  2. Movement ops (permute, expand, slice, and reshapes that only split dims or add/remove
 //     size-1 dims) never copy: they become index arithmetic, pushed down to the loads as affine
 //     maps from the kernel's loop indices. A reshape that merges dims is not affine; over a
 //     materialized buffer it is a free reinterpretation (an alias), otherwise its operand is
-//     materialized first.
+//     materialized first. cat and slice_scatter are materialized, each by one elementwise
+//     kernel per part writing its window of the output (parts_kernels_for): a cat's operands
+//     (fused) into consecutive ranges of the dim; a slice_scatter's src into its strided window
+//     and the base around it (step 1: the two ranges outside the window; a larger step: all of
+//     the base first, then the window over it).
 //  3. A value used more than once is recomputed in each user's kernel when its fused expression
 //     has at most kMaxRecomputedOps ops (x - max(x) in a softmax), and materialized once otherwise.
 //  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops
@@ -63,6 +73,7 @@ constexpr int kMaxRecomputedOps = 8;
 constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
 constexpr int64_t kGrainElements = 32768;
+constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
 // The index of one dim of a node as an affine function of the kernel's loop indices, plus
 // dynamic terms: checked index values (the KExpr of a gather's index) times a coefficient.
@@ -96,6 +107,9 @@ void add_scaled(Row& r, const Row& add, int64_t w) {
 bool is_reduction(OpKind op) {
   return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax ||
          op == OpKind::ReduceMin;
+}
+bool is_random(OpKind op) {
+  return op == OpKind::RngUniform || op == OpKind::RngNormal || op == OpKind::RngAdvance;
 }
 bool is_view(OpKind op) {
   return op == OpKind::Permute || op == OpKind::Expand || op == OpKind::Slice || op == OpKind::Reshape;
@@ -200,14 +214,17 @@ class Planner {
     return "n" + std::to_string(idx(n)) + " " + std::string(ir::op_name(n->op)) + shape_str(n->shape);
   }
 
-  enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Opaque };
+  // Parts: a value written window by window by several elementwise kernels (cat, slice_scatter).
+  enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Parts, Opaque };
   Kind kind_of(const Node* n) const {
     if (n->op == OpKind::DeviceData) return Kind::Param;
     if (n->op == OpKind::Constant || n->op == OpKind::Iota || is_indirect_load(*n))
       return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;
+    if (is_random(n->op)) return Kind::Fusible;
     if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
     if (is_view(n->op)) return Kind::View;
+    if (n->op == OpKind::Cat || n->op == OpKind::SliceScatter) return Kind::Parts;
     if (is_reduction(n->op)) {
       // Bool max/min are any/all (an or/and fold); a bool sum or product is not recorded.
       const bool any_all = n->op == OpKind::ReduceMax || n->op == OpKind::ReduceMin;
@@ -275,6 +292,8 @@ class Planner {
       if ((n->op == OpKind::Slice && kind == Kind::View) ||
           (kind == Kind::Fusible && is_indirect_load(*n))) {
         partial_read(n->operands[0].node.get(), ir::op_name(n->op));
+      } else if (kind == Kind::Parts && n->op == OpKind::SliceScatter) {
+        partial_read(n->operands[0].node.get(), "slice_scatter");  // the base outside the window
       } else if (kind == Kind::Scatter && n->op == OpKind::ScatterAdd &&
                  n->operands[1].shape() != n->operands[2].shape()) {
         partial_read(n->operands[2].node.get(), "scatter_add");
@@ -310,6 +329,7 @@ class Planner {
           break;
         case Kind::Reduce:
         case Kind::Scatter:
+        case Kind::Parts:
           mat_[i] = true;
           cost_[i] = 0;
           break;
@@ -332,6 +352,11 @@ class Planner {
         }
         case Kind::Fusible: {
           auto total = [&] {
+            // A uniform draw counts as the load of the materialized draw it replaces, so fusing
+            // draws changes no other fusion decision (plans keep their shapes); its key is a
+            // loop-invariant load.
+            if (n->op == OpKind::RngUniform) return 0;
+            if (n->op == OpKind::RngNormal) return kRngNormalOps;
             int c = 1;
             for (const ir::Value& v : n->operands) c += mat_[idx(v.node.get())] ? 0 : cost_[idx(v.node.get())];
             return c;
@@ -349,6 +374,11 @@ class Planner {
           cost_[i] = c;
           break;
         }
+      }
+      if (n->op == OpKind::RngAdvance) {
+        // A key chain grows by one advance per draw until a barrier syncs the device's key; fused
+        // into the draws, each length would be a new kernel structure (a compile per step).
+        materialize(n, "a key: draws read it from memory (rule 1)");
       }
       if (!mat_[i] && users_[i] > 1 && cost_[i] > kMaxRecomputedOps) {
         materialize(n, std::to_string(users_[i]) + " users and " + std::to_string(cost_[i]) +
@@ -489,6 +519,17 @@ class Planner {
       kb.input_dyn.emplace_back();
       split_dyn(v[0].dyn, &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
       e = add_expr(kb, {OpKind::Iota, n->dtype, -1, -1, -1, input, 0});
+    } else if (n->op == OpKind::RngUniform || n->op == OpKind::RngNormal) {
+      // The key (0-d, read at every point) and, as an index input, the point's row-major
+      // position in the draw's output: the counter of its value.
+      const int key = build_expr(kb, op0(n), View{}, root);
+      int input = static_cast<int>(kb.spec.inputs.size());
+      kb.spec.inputs.push_back({DType::Int64, true, {}});
+      kb.input_value.push_back(-1);
+      kb.input_args.push_back(linear(n->shape, v, kb.rank));
+      kb.input_dyn.emplace_back();
+      split_dyn(linear_dyn(n->shape, v), &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
+      e = add_expr(kb, {n->op, n->dtype, key, -1, -1, input, 0});
     } else if (n->op == OpKind::Gather || n->op == OpKind::IndexSelect) {
       // out[p] = x[p with p[dim] = index value]: the index is computed and checked at this point,
       // then x is read through v with row `dim` replaced by the checked value.
@@ -720,11 +761,79 @@ class Planner {
                   /*scatter=*/true, linear_dyn(n->shape, ov));
   }
 
+  // One part of a cat or slice_scatter `n`: an elementwise kernel over `space` computing `x`
+  // read through `xv` and storing it at the output's window: dims as the space's, except `dim`,
+  // which starts at `off` and steps by `step`.
+  void part_kernel(const Node* n, int64_t dim, Out x, const View& xv, const Shape& space,
+                   int64_t off, int64_t step, int out, const std::string& what) {
+    KernelBuild kb;
+    kb.rank = static_cast<int>(space.size());
+    kb.spec.out_dtype = n->dtype;
+    build_expr(kb, x, xv, nullptr);
+    View ov = identity(space);
+    ov[dim].off = off;
+    ov[dim].coef[dim] = step;
+    finish_kernel(kb, space, std::vector<bool>(kb.rank, false), linear(n->shape, ov, kb.rank), out,
+                  what);
+  }
+
+  // cat and slice_scatter: one kernel per non-empty part, each writing its window of the output,
+  // consecutive steps (root_may_overwrite relies on it). One kernel per part rather than one with
+  // a select chain: each part keeps its own fused expression and vectorized contiguous stores, no
+  // point evaluates the other parts, and a part's kernel is shared by every cat with that part's
+  // structure whatever the number of parts.
+  void parts_kernels_for(const Node* n, int out) {
+    struct Part {
+      Out x;
+      View xv;
+      Shape space;
+      int64_t off, step;
+    };
+    std::vector<Part> parts;
+    if (n->op == OpKind::Cat) {
+      const int64_t dim = n->attr<ir::DimAttrs>().dim;
+      int64_t at = 0;
+      for (const ir::Value& v : n->operands) {
+        parts.push_back({out_of(v), identity(v.shape()), v.shape(), at, 1});
+        at += v.shape()[dim];
+      }
+    } else {
+      const auto& sl = n->attr<ir::SliceAttrs>();
+      const Out base = op0(n), src = out_of(n->operands[1]);
+      if (sl.step == 1) {  // the base before and after the window, around src
+        Shape before = n->shape, after = n->shape;
+        before[sl.dim] = sl.start;
+        after[sl.dim] = n->shape[sl.dim] - sl.end;
+        View av = identity(after);
+        av[sl.dim].off = sl.end;
+        parts.push_back({base, identity(before), before, 0, 1});
+        parts.push_back({src, identity(src.shape()), src.shape(), sl.start, 1});
+        parts.push_back({base, av, after, sl.end, 1});
+      } else {  // all of the base, then src over its strided window
+        parts.push_back({base, identity(n->shape), n->shape, 0, 1});
+        parts.push_back({src, identity(src.shape()), src.shape(), sl.start, sl.step});
+      }
+    }
+    const int64_t dim = n->op == OpKind::Cat ? n->attr<ir::DimAttrs>().dim
+                                             : n->attr<ir::SliceAttrs>().dim;
+    bool any = false;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const Part& p = parts[k];
+      // An empty output still gets one (empty) step, so its value has a writer.
+      if (numel(p.space) == 0 && (any || k + 1 < parts.size())) continue;
+      any = true;
+      part_kernel(n, dim, p.x, p.xv, p.space, p.off, p.step, out,
+                  label(n) + " part " + std::to_string(k));
+    }
+  }
+
   void kernel_for(const Node* n) {
     int out = value_of(out_of(n));
     KernelBuild kb;
     if (is_scatter(*n)) {
       scatter_kernels_for(n, out);
+    } else if (n->op == OpKind::Cat || n->op == OpKind::SliceScatter) {
+      parts_kernels_for(n, out);
     } else if (is_reduction(n->op)) {
       const Out x = op0(n);
       const Shape& xs = x.shape();
@@ -1029,7 +1138,8 @@ bool root_may_overwrite(const Plan& plan, int r, int p) {
   const int sid = out.def_step;
   const PlanStep& s = plan.steps[sid];
   if (s.kind != PlanStep::Kernel || plan.kernels[s.kernel].spec.scheme != Scheme::Elementwise) return false;
-  // A scatter's output is written twice (its base, then the scatter kernel right after).
+  // A scatter's output is written twice (its base, then the scatter kernel right after), a cat's
+  // or slice_scatter's once per part, by consecutive steps.
   if (sid + 1 < static_cast<int>(plan.steps.size())) {
     const PlanStep& next = plan.steps[sid + 1];
     if (next.kind == PlanStep::Kernel && next.output == plan.root_value[r]) return false;

@@ -67,6 +67,9 @@ enum class StrideClass : uint8_t { Zero, One, Other };
 //   DeviceData: load input `input` at the current point;
 //   Iota:       the current point's linear offset in index input `input`, converted to dtype;
 //   Constant:   scalar argument `input` converted to dtype;
+//   RngUniform, RngNormal: value number i of the draw with the int64 key `a`, where i is the
+//               current point's linear offset in index input `input` (interp/kernels.h's
+//               generator, bit for bit); RngAdvance is unary (key `a` -> next key);
 //   Gather:     check `input` of the integer index `a`: the value as int64 when it lies in
 //               [0, bound), else 0 and a reported failure.
 struct KExpr {
@@ -81,7 +84,7 @@ struct KInput {
   KInput(DType t, bool index = false, std::vector<int32_t> d = {})
       : dtype(t), is_index(index), dyn(std::move(d)) {}
   DType dtype;
-  bool is_index = false;     // an Iota: no memory, the value is the view's linear offset
+  bool is_index = false;     // an Iota or a draw's counter: no memory, the view's linear offset
   std::vector<int32_t> dyn;  // checked index expressions added (times a stride) to the position
 };
 

@@ -33,6 +33,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <numbers>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -396,6 +397,7 @@ class Emitter {
         return convert(d, DType::Int32, e.dtype);
       }
       case OpKind::BitwiseNot: return b_.CreateNot(x);
+      case OpKind::RngAdvance: return splitmix64(b_.CreateXor(x, b_.getInt64(kAdvanceSalt)));
       default: break;
     }
     throw std::runtime_error("codegen: unsupported unary op " + std::to_string(static_cast<int>(e.op)));
@@ -428,6 +430,55 @@ class Emitter {
       default: break;
     }
     throw std::runtime_error("codegen: unsupported binary op " + std::to_string(static_cast<int>(e.op)));
+  }
+
+  // ---- the counter-based generator (interp/kernels.h states it; these are its exact steps) ----
+  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+  static constexpr uint64_t kAdvanceSalt = 0x5851F42D4C957F2Dull;
+  llvm::Value* mix64(llvm::Value* z) {
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 30)), b_.getInt64(0xBF58476D1CE4E5B9ull));
+    z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(0x94D049BB133111EBull));
+    return b_.CreateXor(z, b_.CreateLShr(z, 31));
+  }
+  llvm::Value* splitmix64(llvm::Value* x) { return mix64(b_.CreateAdd(x, b_.getInt64(kGolden))); }
+  // rng_bits(k, i) = mix(mix(splitmix64(k) ^ (i * G))); splitmix64(k) is loop invariant (hoisted).
+  llvm::Value* rng_bits(llvm::Value* key, llvm::Value* i) {
+    return mix64(mix64(b_.CreateXor(splitmix64(key), b_.CreateMul(i, b_.getInt64(kGolden)))));
+  }
+  // 53 random bits in [0, 1): (bits >> 11) * 2^-53, exact in double.
+  llvm::Value* uniform_double(llvm::Value* bits) {
+    return b_.CreateFMul(b_.CreateSIToFP(b_.CreateLShr(bits, 11), b_.getDoubleTy()),
+                         llvm::ConstantFP::get(b_.getDoubleTy(), 0x1p-53));
+  }
+  // Value i (the point's row-major position in the op's output) of a draw with `key`.
+  llvm::Value* random_value(const KExpr& e, llvm::Value* key, llvm::Value* i) {
+    if (e.op == OpKind::RngUniform) {
+      llvm::Value* bits = rng_bits(key, i);
+      if (e.dtype == DType::Float32) {  // 24 bits, computed in float as the reference does
+        return b_.CreateFMul(b_.CreateSIToFP(b_.CreateLShr(bits, 40), b_.getFloatTy()),
+                             llvm::ConstantFP::get(b_.getFloatTy(), 0x1p-24));
+      }
+      return convert(uniform_double(bits), DType::Float64, e.dtype);
+    }
+    // Box-Muller's cosine branch in double, from counters 2i and 2i + 1. log and cos are glibc's
+    // scalar functions, as the reference calls them: the call is marked nobuiltin, so the
+    // vectorizer cannot swap in libmvec's variants (up to 4 ulp apart) and the draw stays bit
+    // for bit the reference's (the loop then runs scalar).
+    llvm::Value* i2 = b_.CreateShl(i, 1);
+    llvm::Value* one = llvm::ConstantFP::get(b_.getDoubleTy(), 1.0);
+    llvm::Value* u1 = b_.CreateFSub(one, uniform_double(rng_bits(key, i2)));
+    llvm::Value* u2 = uniform_double(rng_bits(key, b_.CreateOr(i2, b_.getInt64(1))));
+    auto libm = [&](const MathFn& f, llvm::Value* x) {
+      auto* c = llvm::cast<llvm::CallInst>(call_math(f, DType::Float64, x));
+      c->addFnAttr(llvm::Attribute::NoBuiltin);
+      return c;
+    };
+    llvm::Value* r = intrinsic(llvm::Intrinsic::sqrt,
+                               b_.CreateFMul(llvm::ConstantFP::get(b_.getDoubleTy(), -2.0),
+                                             libm(kLog, u1)));
+    llvm::Value* two_pi = llvm::ConstantFP::get(b_.getDoubleTy(), 2.0 * std::numbers::pi);
+    llvm::Value* a = b_.CreateFMul(two_pi, u2);
+    return convert(b_.CreateFMul(r, libm(kCos, a)), DType::Float64, e.dtype);
   }
 
   // ---- the expression at one point ----
@@ -481,6 +532,10 @@ class Emitter {
           v[i] = convert(position(e.input, pos[e.input], v), DType::Int64, e.dtype);
           break;
         case OpKind::Constant: v[i] = scalar_arg(e.input, e.dtype); break;
+        case OpKind::RngUniform:
+        case OpKind::RngNormal:
+          v[i] = random_value(e, v[e.a], position(e.input, pos[e.input], v));
+          break;
         case OpKind::Where: v[i] = b_.CreateSelect(v[e.a], v[e.b], v[e.c]); break;
         default:
           if (e.b < 0) {

@@ -1,0 +1,204 @@
+// The cpu backend's compiled cat and slice_scatter: one elementwise kernel per part, each writing
+// its window of the output with its operand's expression fused in. Values bit for bit the
+// reference backend's on random shapes (every dim, empty parts, broadcast, transposed and computed
+// operands, steps above 1, Python's negative and clamped slice bounds), no reference kernel in
+// the plan, and a root that overwrites a donated parameter only where that is safe.
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu_agreement_util.h"
+#include "lazuli/autograd.h"
+
+namespace lz {
+namespace {
+
+using cpu_agreement::expect_identical;
+using cpu_agreement::fallbacks;
+using cpu_agreement::plan_of;
+using CpuCopyKernels = cpu_agreement::BackendAgreementTest;
+
+class Gen {
+ public:
+  explicit Gen(uint32_t seed) : g_(seed) {}
+  int64_t in(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g_); }
+  Shape shape(int rank, int64_t max = 5) {
+    Shape s;
+    for (int d = 0; d < rank; ++d) s.push_back(in(1, max));
+    return s;
+  }
+  std::vector<double> values(const Shape& s) {
+    std::vector<double> v(static_cast<size_t>(numel(s)));
+    for (double& x : v) x = static_cast<double>(in(-50, 50)) / 4;
+    return v;
+  }
+
+ private:
+  std::mt19937 g_;
+};
+
+// `v` as a tensor of `dt` (bools: nonzero).
+Tensor make(const std::vector<double>& v, const Shape& s, DType dt) {
+  return cast(tensor<double>(v, IntList(s.begin(), s.end())), dt);
+}
+
+// One operand of `shape`, made in the way `how` says: 0 a parameter, 1 an expression of one,
+// 2 a transposed parameter (stored with the last two dims swapped), 3 a broadcast (expanded from
+// size 1 in dim 0).
+Tensor operand(const std::vector<double>& v, const Shape& shape, DType dt, int how) {
+  const int rank = static_cast<int>(shape.size());
+  if (how == 2 && rank >= 2) {
+    Shape st = shape;
+    std::swap(st[rank - 1], st[rank - 2]);
+    return transpose(make(v, st, dt), rank - 1, rank - 2);
+  }
+  if (how == 3 && numel(shape) > 0) {
+    Shape one = shape;
+    one[0] = 1;
+    std::vector<double> head(v.begin(), v.begin() + numel(one));
+    return expand(make(head, one, dt), IntList(shape.begin(), shape.end()));
+  }
+  Tensor t = make(v, shape, dt);
+  if (how == 1 && dt != DType::Bool) return t * 2 + 1;
+  if (how == 1) return logical_not(t);
+  return t;
+}
+
+const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Bool};
+
+TEST_F(CpuCopyKernels, CatOfTwoToFourOperandsAlongEveryDimIsTheReferences) {
+  Gen gen(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = static_cast<int>(gen.in(1, 4));
+    const Shape shape = gen.shape(rank);
+    const int64_t dim = gen.in(0, rank - 1);
+    const int nparts = static_cast<int>(gen.in(2, 4));
+    const DType dt = kDtypes[trial % 5];
+    std::vector<Shape> shapes;
+    std::vector<std::vector<double>> data;
+    std::vector<int> how;
+    for (int k = 0; k < nparts; ++k) {
+      Shape s = shape;
+      s[dim] = gen.in(0, 3);  // size-0 parts included
+      shapes.push_back(s);
+      data.push_back(gen.values(s));
+      how.push_back(static_cast<int>(gen.in(0, 3)));
+    }
+    auto program = [&] {
+      std::vector<Tensor> parts;
+      for (int k = 0; k < nparts; ++k) parts.push_back(operand(data[k], shapes[k], dt, how[k]));
+      Tensor c = cat(parts, dim);
+      // The cat as a root, and read by a later kernel (through a transpose when it can).
+      Tensor user = rank >= 2 ? transpose(c, 0, rank - 1) : c;
+      return std::vector<Tensor>{c, dt == DType::Bool ? logical_not(user) : user + user};
+    };
+    const std::string what = "trial " + std::to_string(trial) + " " + shape_str(shape) + " dim " +
+                             std::to_string(dim) + " " + std::string(dtype_name(dt));
+    expect_identical(program, what);
+    EXPECT_EQ(fallbacks(plan_of(program())), 0) << what;
+  }
+}
+
+TEST_F(CpuCopyKernels, CatsWithEmptyPartsOrAnEmptyResultAreTheReferences) {
+  const std::vector<double> six = {1, 2, 3, 4, 5, 6};
+  expect_identical(
+      [&] {
+        Tensor x = make(six, {2, 3}, DType::Float32);
+        Tensor e = zeros({0, 3});
+        return std::vector<Tensor>{cat({e, x, e}, 0), cat({e, e}, 0), cat({x, zeros({2, 0})}, 1),
+                                   cat({zeros({2, 0}), zeros({2, 0})}, 1) + 1};
+      },
+      "empty parts");
+}
+
+TEST_F(CpuCopyKernels, ACatsOperandsAreFusedIntoItsPartKernels) {
+  const std::vector<double> six = {1, 2, 3, 4, 5, 6};
+  auto program = [&] {
+    Tensor x = make(six, {2, 3}, DType::Float32);
+    Tensor t = make(six, {3, 2}, DType::Float32);
+    return std::vector<Tensor>{cat({exp(x) * 2, transpose(t, 0, 1) - 1, x}, 1)};
+  };
+  expect_identical(program, "fused operands");
+  const cpu::Plan plan = plan_of(program());
+  EXPECT_EQ(fallbacks(plan), 0);
+  EXPECT_EQ(cpu_agreement::count_steps(plan, cpu::PlanStep::Kernel), 3);  // one per part
+  EXPECT_EQ(plan.arena_bytes, 0);  // nothing computed aside: each part writes the output
+}
+
+TEST_F(CpuCopyKernels, SliceScatterWithStepsAndPythonBoundsOnEveryDimIsTheReferences) {
+  Gen gen(5);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int rank = static_cast<int>(gen.in(1, 4));
+    const Shape shape = gen.shape(rank, 6);
+    const int64_t dim = gen.in(0, rank - 1);
+    const int64_t size = shape[dim];
+    // Python slice bounds: negative counts from the end, out of range clamps, None is the end.
+    std::optional<int64_t> start = gen.in(-size - 2, size + 2);
+    std::optional<int64_t> end = gen.in(-size - 2, size + 2);
+    if (gen.in(0, 4) == 0) start.reset();
+    if (gen.in(0, 4) == 0) end.reset();
+    const int64_t step = gen.in(1, 3);
+    const DType dt = kDtypes[trial % 5];
+    const std::vector<double> base_data = gen.values(shape);
+    const int base_how = static_cast<int>(gen.in(0, 3));
+    // The window's shape, from the reference's own slice.
+    const Shape window =
+        slice(zeros(IntList(shape.begin(), shape.end())), dim, start, end, step).shape();
+    const std::vector<double> src_data = gen.values(window);
+    const int src_how = static_cast<int>(gen.in(0, 3));
+    auto program = [&] {
+      Tensor out = operand(base_data, shape, dt, base_how).contiguous();
+      if (base_how == 0) out = dt == DType::Bool ? logical_not(out) : out - 1;  // not the param
+      out.slice(dim, start, end, step).copy_(operand(src_data, window, dt, src_how));
+      return std::vector<Tensor>{out};
+    };
+    const std::string what = "trial " + std::to_string(trial) + " " + shape_str(shape) + " dim " +
+                             std::to_string(dim) + " step " + std::to_string(step) + " " +
+                             std::string(dtype_name(dt));
+    expect_identical(program, what);
+    EXPECT_EQ(fallbacks(plan_of(program())), 0) << what;
+  }
+}
+
+TEST_F(CpuCopyKernels, TheGradientOfASliceIsACompiledSliceScatter) {
+  auto program = [] {
+    std::vector<float> v(24);
+    for (int i = 0; i < 24; ++i) v[i] = static_cast<float>(i) / 8;
+    Tensor x = tensor<float>(v, {4, 6});
+    set_requires_grad(x);
+    Tensor y = x.slice(1, 1, std::nullopt, 2).slice(0, 0, 2) * x.slice(0, -3, -1).slice(1, 0, 3);
+    backward(sum(y * y));
+    return std::vector<Tensor>{grad(x)};
+  };
+  expect_identical(program, "slice gradient");
+  EXPECT_EQ(fallbacks(plan_of(program())), 0);
+}
+
+TEST_F(CpuCopyKernels, ATrainingStyleLoopOfCatsAndSliceUpdatesRunsNoReferenceKernel) {
+  set_active_backend("cpu");
+  Tensor x = reshape(cast(arange(0, 12), DType::Float32), {12});
+  Tensor buf = zeros({4, 5});
+  sync();
+  for (int step = 0; step < 3; ++step) {
+    x = cat({x.slice(0, 1), x.slice(0, 0, 1)});  // a roll by one: the old x is donated
+    buf.slice(1, step, std::nullopt, 2).copy_(buf.slice(1, step, std::nullopt, 2) + 1);
+    sync();
+  }
+  std::vector<float> want;
+  for (int i = 3; i < 15; ++i) want.push_back(static_cast<float>(i % 12));
+  EXPECT_EQ(x.to_vector<float>(), want);
+  // Column c was updated by the steps s <= c with c - s even.
+  std::vector<float> cols = {1, 1, 2, 1, 2};
+  std::vector<float> want_buf;
+  for (int r = 0; r < 4; ++r) want_buf.insert(want_buf.end(), cols.begin(), cols.end());
+  EXPECT_EQ(buf.to_vector<float>(), want_buf);
+  EXPECT_EQ(counter("fallback::cat"), 0);
+  EXPECT_EQ(counter("fallback::slice_scatter"), 0);
+  EXPECT_GT(counter("ExecutedNode::cat"), 0);
+  EXPECT_GT(counter("ExecutedNode::slice_scatter"), 0);
+}
+
+}  // namespace
+}  // namespace lz
