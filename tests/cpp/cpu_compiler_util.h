@@ -252,4 +252,28 @@ inline void expect_agrees(const std::function<std::vector<Tensor>()>& program, d
   }
 }
 
+// Steps of one kind in a plan; fallbacks: steps that run a reference kernel.
+inline int count_steps(const cpu::Plan& p, cpu::PlanStep::Kind kind) {
+  int n = 0;
+  for (const cpu::PlanStep& s : p.steps) n += s.kind == kind;
+  return n;
+}
+inline int fallbacks(const cpu::Plan& p) { return count_steps(p, cpu::PlanStep::Fallback); }
+
+// Both backends give the same outputs, bit for bit (integers, bools and floats; NaN equals NaN).
+inline void expect_identical(const std::function<std::vector<Tensor>()>& program,
+                             const std::string& what) {
+  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+  ASSERT_EQ(ref.size(), got.size()) << what;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    ASSERT_EQ(ref[k].shape, got[k].shape) << what << " output " << k;
+    EXPECT_EQ(ref[k].i, got[k].i) << what << " output " << k;
+    ASSERT_EQ(ref[k].f.size(), got[k].f.size()) << what << " output " << k;
+    for (size_t e = 0; e < ref[k].f.size(); ++e) {
+      if (std::isnan(ref[k].f[e]) && std::isnan(got[k].f[e])) continue;
+      ASSERT_EQ(ref[k].f[e], got[k].f[e]) << what << " output " << k << " at " << e;
+    }
+  }
+}
+
 }  // namespace lz::cpu_test

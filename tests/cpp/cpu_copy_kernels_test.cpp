@@ -9,16 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "cpu_agreement_util.h"
+#include "cpu_compiler_util.h"
 #include "lazuli/autograd.h"
 
 namespace lz {
 namespace {
 
-using cpu_agreement::expect_identical;
-using cpu_agreement::fallbacks;
-using cpu_agreement::plan_of;
-using CpuCopyKernels = cpu_agreement::BackendAgreementTest;
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of the cpu backend tests
+using CpuCopyKernels = CpuCompilerTest;
 
 class Gen {
  public:
@@ -123,7 +121,7 @@ TEST_F(CpuCopyKernels, ACatsOperandsAreFusedIntoItsPartKernels) {
   expect_identical(program, "fused operands");
   const cpu::Plan plan = plan_of(program());
   EXPECT_EQ(fallbacks(plan), 0);
-  EXPECT_EQ(cpu_agreement::count_steps(plan, cpu::PlanStep::Kernel), 3);  // one per part
+  EXPECT_EQ(count_steps(plan, cpu::PlanStep::Kernel), 3);  // one per part
   EXPECT_EQ(plan.arena_bytes, 0);  // nothing computed aside: each part writes the output
 }
 

@@ -31,12 +31,6 @@ using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of th
 using CpuIndexKernels = CpuCompilerTest;
 using CpuFloat32Sums = CpuIndexKernels;
 
-int fallbacks(const cpu::Plan& p) {
-  int n = 0;
-  for (const cpu::PlanStep& s : p.steps) n += s.kind == cpu::PlanStep::Fallback;
-  return n;
-}
-
 // Both backends give the same outputs: integers exactly, floats within rtol (0: bit for bit).
 void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol,
                   const std::string& what) {

@@ -10,16 +10,14 @@
 #include <vector>
 
 #include "backend/cpu/kernel_cache.h"
-#include "cpu_agreement_util.h"
+#include "cpu_compiler_util.h"
 #include "lazuli/autograd.h"
 
 namespace lz {
 namespace {
 
-using cpu_agreement::expect_identical;
-using cpu_agreement::fallbacks;
-using cpu_agreement::plan_of;
-using CpuRandomKernels = cpu_agreement::BackendAgreementTest;
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of the cpu backend tests
+using CpuRandomKernels = CpuCompilerTest;
 
 const std::vector<Shape> kShapes = {{},        {1},      {7},          {3, 5}, {2, 3, 4},
                                     {1, 1000}, {33, 17}, {2, 1, 3, 5}, {0, 4}};
@@ -85,7 +83,7 @@ TEST_F(CpuRandomKernels, AFusedDropoutIsOneKernelAndBitForBitTheReferences) {
   expect_identical(program, "dropout");
   const cpu::Plan plan = plan_of(program());
   EXPECT_EQ(fallbacks(plan), 0);
-  EXPECT_EQ(cpu_agreement::count_steps(plan, cpu::PlanStep::Kernel), 1);  // mask, product, scale
+  EXPECT_EQ(count_steps(plan, cpu::PlanStep::Kernel), 1);  // mask, product, scale
 }
 
 TEST_F(CpuRandomKernels, ADropoutTrainingStepRunsNoReferenceRandomKernel) {

@@ -32,11 +32,7 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
   constexpr int64_t kMinBlock = 64;
   std::atomic<bool> ok{true};
   auto run = [&](int64_t i0, int64_t i1, bool rows) {
-    thread_local bool single = false;
-    if (!single) {
-      omp_set_num_threads(1);  // this thread's OpenMP team: itself
-      single = true;
-    }
+    single_threaded_onednn();
     dnnl_status_t st;
     if (rows) {
       st = dnnl_sgemm(ta, tb, i1 - i0, n, k, 1.0f, ta == 'N' ? a + i0 * lda : a + i0, lda, b, ldb,
@@ -56,6 +52,14 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
 }
 
 }  // namespace
+
+void single_threaded_onednn() {
+  thread_local bool single = false;
+  if (!single) {
+    omp_set_num_threads(1);  // this thread's OpenMP team: itself
+    single = true;
+  }
+}
 
 int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t matrix_size) {
   int64_t off = 0, stride = matrix_size;

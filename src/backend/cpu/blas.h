@@ -12,6 +12,10 @@
 
 namespace lz::cpu {
 
+// Makes this thread's OpenMP team itself, once per thread: oneDNN runs on the runtime pool's
+// threads, one single-threaded call each, never with its own team (blas.cpp says why).
+void single_threaded_onednn();
+
 // The libraries' identity (name and version), part of every plan's cache key.
 std::string library_id();
 

@@ -14,8 +14,6 @@
 // by op and geometry; oneDNN's own primitive cache makes a new thread's first creation cheap.
 // A geometry oneDNN has no implementation for returns false, and the caller runs the reference
 // kernel instead.
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -130,12 +128,8 @@ bool prefer_blocked(const Geometry& g) {
 }
 
 ThreadState& thread_state() {
+  single_threaded_onednn();
   thread_local ThreadState s;
-  thread_local bool single = false;
-  if (!single) {
-    omp_set_num_threads(1);  // this thread's OpenMP team: itself (blas.cpp says why)
-    single = true;
-  }
   return s;
 }
 

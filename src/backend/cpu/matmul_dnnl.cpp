@@ -12,8 +12,6 @@
 // primitive over its stack (attention's per-head products: one call per thread instead of one per
 // head). Otherwise tasks of one batch entry and a block of rows run on the runtime pool. Either
 // way a product needs at most two primitive shapes, cached per thread.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <atomic>
@@ -39,12 +37,8 @@ struct ThreadState {
 };
 
 ThreadState& thread_state() {
+  single_threaded_onednn();
   thread_local ThreadState s;
-  thread_local bool single = false;
-  if (!single) {
-    omp_set_num_threads(1);  // this thread's OpenMP team: itself (blas.cpp says why)
-    single = true;
-  }
   return s;
 }
 
