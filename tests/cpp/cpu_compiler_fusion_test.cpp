@@ -30,7 +30,7 @@ TEST_F(CpuCompilerFusion, ASixOpElementwiseChainIsOneKernel) {
   }
   EXPECT_GE(ops, 6) << p.kernels[0].spec.pseudo_c("k");
   EXPECT_EQ(p.arena_bytes, 0) << "no intermediate buffer";
-  expect_agrees(program);
+  expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, SoftmaxIsAtMostThreeKernels) {
@@ -40,7 +40,7 @@ TEST_F(CpuCompilerFusion, SoftmaxIsAtMostThreeKernels) {
   StepCounts c = count_steps(p);
   EXPECT_LE(c.kernels, 3) << cpu::describe_plan(p);
   EXPECT_EQ(c.fallbacks + c.library, 0) << cpu::describe_plan(p);
-  expect_agrees(program);
+  expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, SoftmaxOverTheLeadingDimIsAtMostThreeKernels) {
@@ -49,7 +49,7 @@ TEST_F(CpuCompilerFusion, SoftmaxOverTheLeadingDimIsAtMostThreeKernels) {
   cpu::Plan p = plan_of(ts);
   EXPECT_LE(count_steps(p).kernels, 3) << cpu::describe_plan(p);
   EXPECT_EQ(count_steps(p).fallbacks, 0);
-  expect_agrees(program);
+  expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, AReductionFusesItsElementwiseProducer) {
@@ -63,7 +63,7 @@ TEST_F(CpuCompilerFusion, AReductionFusesItsElementwiseProducer) {
     EXPECT_EQ(p.steps.size(), 1u) << "dims " << shape_text(dims) << "\n" << cpu::describe_plan(p);
     EXPECT_EQ(count_steps(p).kernels, 1);
     EXPECT_EQ(p.arena_bytes, 0);
-    expect_agrees(program, 1e-4);
+    expect_agree(program, 1e-4);
   }
 }
 
@@ -79,7 +79,7 @@ TEST_F(CpuCompilerFusion, ATransposeFeedingAnAddIsNotCopied) {
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_EQ(p.kernels[0].spec.inputs.size(), 2u) << "x read in place through strides";
   EXPECT_EQ(p.arena_bytes, 0);
-  expect_agrees(program);
+  expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, SlicesExpandsAndSplitsAreIndexArithmetic) {
@@ -94,7 +94,7 @@ TEST_F(CpuCompilerFusion, SlicesExpandsAndSplitsAreIndexArithmetic) {
   std::vector<Tensor> ts = program();
   cpu::Plan p = plan_of(ts);
   EXPECT_EQ(p.steps.size(), 1u) << cpu::describe_plan(p);
-  expect_agrees(program);
+  expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, AMatmulIsALibraryCallStep) {
@@ -113,7 +113,7 @@ TEST_F(CpuCompilerFusion, AMatmulIsALibraryCallStep) {
   bool found = false;
   for (const cpu::PlanStep& s : p.steps) found = found || (s.kind == cpu::PlanStep::MatMul && s.op == ir::OpKind::MatMul);
   EXPECT_TRUE(found);
-  expect_agrees(program, 1e-4);
+  expect_agree(program, 1e-4);
 }
 
 TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
@@ -131,7 +131,7 @@ TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
     for (const cpu::KExpr& e : k.spec.exprs) tanh_count += e.op == ir::OpKind::Tanh;
   }
   EXPECT_EQ(tanh_count, 12) << cpu::describe_plan(p);
-  expect_agrees(program, 1e-4);
+  expect_agree(program, 1e-4);
 }
 
 TEST_F(CpuCompilerFusion, DumpKernelsReportsDecisionsAndPseudoC) {

@@ -239,19 +239,6 @@ inline std::vector<float> ramp(int64_t n, float scale = 0.01f, float offset = -1
   return v;
 }
 
-// Both backends agree on the program; returns the cpu values of its first output.
-inline void expect_agrees(const std::function<std::vector<Tensor>()>& program, double rtol = 1e-5) {
-  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
-  ASSERT_EQ(ref.size(), got.size());
-  for (size_t k = 0; k < ref.size(); ++k) {
-    ASSERT_EQ(ref[k].shape, got[k].shape);
-    for (size_t i = 0; i < ref[k].f.size(); ++i) {
-      EXPECT_NEAR(got[k].f[i], ref[k].f[i], rtol * std::max(1.0, std::fabs(ref[k].f[i]))) << "output " << k << " at " << i;
-    }
-    EXPECT_EQ(ref[k].i, got[k].i);
-  }
-}
-
 // Steps of one kind in a plan; fallbacks: steps that run a reference kernel.
 inline int count_steps(const cpu::Plan& p, cpu::PlanStep::Kind kind) {
   int n = 0;
@@ -260,9 +247,10 @@ inline int count_steps(const cpu::Plan& p, cpu::PlanStep::Kind kind) {
 }
 inline int fallbacks(const cpu::Plan& p) { return count_steps(p, cpu::PlanStep::Fallback); }
 
-// Both backends give the same outputs, bit for bit (integers, bools and floats; NaN equals NaN).
-inline void expect_identical(const std::function<std::vector<Tensor>()>& program,
-                             const std::string& what) {
+// Both backends give the same outputs: integers and bools exactly, floats within rtol of the
+// reference's magnitude (at least 1), or with rtol 0 bit for bit (NaN equals NaN).
+inline void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol = 1e-5,
+                         const std::string& what = "") {
   std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
   ASSERT_EQ(ref.size(), got.size()) << what;
   for (size_t k = 0; k < ref.size(); ++k) {
@@ -270,8 +258,13 @@ inline void expect_identical(const std::function<std::vector<Tensor>()>& program
     EXPECT_EQ(ref[k].i, got[k].i) << what << " output " << k;
     ASSERT_EQ(ref[k].f.size(), got[k].f.size()) << what << " output " << k;
     for (size_t e = 0; e < ref[k].f.size(); ++e) {
-      if (std::isnan(ref[k].f[e]) && std::isnan(got[k].f[e])) continue;
-      ASSERT_EQ(ref[k].f[e], got[k].f[e]) << what << " output " << k << " at " << e;
+      const double r = ref[k].f[e], g = got[k].f[e];
+      if (rtol == 0) {
+        if (std::isnan(r) && std::isnan(g)) continue;
+        ASSERT_EQ(r, g) << what << " output " << k << " at " << e;
+      } else {
+        ASSERT_NEAR(r, g, rtol * std::max(1.0, std::fabs(r))) << what << " output " << k << " at " << e;
+      }
     }
   }
 }

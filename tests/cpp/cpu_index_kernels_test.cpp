@@ -31,26 +31,6 @@ using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of th
 using CpuIndexKernels = CpuCompilerTest;
 using CpuFloat32Sums = CpuIndexKernels;
 
-// Both backends give the same outputs: integers exactly, floats within rtol (0: bit for bit).
-void expect_agree(const std::function<std::vector<Tensor>()>& program, double rtol,
-                  const std::string& what) {
-  std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
-  ASSERT_EQ(ref.size(), got.size()) << what;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    ASSERT_EQ(ref[k].shape, got[k].shape) << what << " output " << k;
-    EXPECT_EQ(ref[k].i, got[k].i) << what << " output " << k;
-    ASSERT_EQ(ref[k].f.size(), got[k].f.size());
-    for (size_t e = 0; e < ref[k].f.size(); ++e) {
-      if (rtol == 0) {
-        ASSERT_EQ(ref[k].f[e], got[k].f[e]) << what << " output " << k << " at " << e;
-      } else {
-        ASSERT_NEAR(ref[k].f[e], got[k].f[e], rtol * std::max(1.0, std::fabs(ref[k].f[e])))
-            << what << " output " << k << " at " << e;
-      }
-    }
-  }
-}
-
 class Gen {
  public:
   explicit Gen(uint32_t seed) : g_(seed) {}

@@ -25,45 +25,15 @@
 #include "core/metrics.h"
 #include "core/reduced_float.h"
 #include "exec/graph_executor.h"
+#include "cpu_compiler_util.h"
 #include "test_util.h"
 
 namespace lz {
 namespace {
 
-// A fresh kernel cache directory (removed at exit), so kernels are compiled here and the tests
-// never write the user's cache.
-std::string fresh_cache_dir() {
-  struct Dirs {
-    std::vector<std::string> v;
-    ~Dirs() {
-      for (const std::string& d : v) std::system(("rm -rf '" + d + "'").c_str());
-    }
-  };
-  static Dirs dirs;
-  char tmpl[] = "/tmp/lazuli-cpu-reduced-float-test-XXXXXX";
-  const char* d = ::mkdtemp(tmpl);
-  if (!d) throw std::runtime_error("mkdtemp failed");
-  dirs.v.push_back(d);
-  return d;
-}
-
-class CpuReducedFloat : public testing::RuntimeTest {
- protected:
-  void SetUp() override {
-    RuntimeTest::SetUp();
-    static const std::string dir = fresh_cache_dir();
-    mutable_config().cache_dir = dir;
-    mutable_config().persistent_cache_read_only = false;
-  }
-  void TearDown() override {
-    try {
-      lz::wait();
-    } catch (const lz::Error&) {
-    }
-    set_active_backend(config().backend);
-    RuntimeTest::TearDown();
-  }
-};
+// The fixture of the cpu backend tests: a per-process kernel cache directory, so kernels are
+// compiled here and the tests never write the user's cache; the backend put back afterwards.
+using CpuReducedFloat = cpu_test::CpuCompilerTest;
 
 // An output's elements as bit patterns: a 16-bit float widened to float32 (exact and injective,
 // NaN payloads kept: reduced_float.h), so equal patterns mean equal 16-bit values.
@@ -348,7 +318,7 @@ TEST_F(CpuReducedFloat, TheIntegerFloat16PathForHostsWithoutF16CMatchesTheRefere
       cpu::clear_kernel_memory_cache();
     }
   } no_f16c;
-  mutable_config().cache_dir = fresh_cache_dir();
+  mutable_config().cache_dir = cpu_test::temp_dirs().make();
   const std::vector<float> v = special_floats();
   auto program = [&] {
     Tensor x = every_pattern(DType::Float16);

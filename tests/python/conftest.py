@@ -24,6 +24,45 @@ def counter(name):
     return lz.debug.counter_value(name)
 
 
+def on_backend(name, fn):
+    """fn() with backend `name` active (its work finished before the previous one comes back)."""
+    original = lz.backend()
+    lz._C._set_backend(name)
+    try:
+        return fn()
+    finally:
+        lz.wait()
+        lz._C._set_backend(original)
+
+
+def fallback_counts(ops=None):
+    """The nonzero `fallback::<op>` counters (reference kernels the cpu backend ran), of `ops`
+    or of every op."""
+    names = (["fallback::" + op for op in ops] if ops is not None else
+             [k for k in lz.debug.counter_names() if k.startswith("fallback::")])
+    return {k.split("::", 1)[1] if ops is not None else k: counter(k)
+            for k in names if counter(k)}
+
+
+def train_steps(make_model, make_batch, opt_cls, steps=3, seed=0, lr=0.05):
+    """Losses and final weights (numpy) of `steps` training steps (cross entropy, a sync each):
+    the model from make_model() after lz.manual_seed(seed), batch s from make_batch(s)."""
+    from lazuli.nn import functional as F
+    lz.manual_seed(seed)
+    model = make_model()
+    opt = opt_cls(model.parameters(), lr=lr)
+    losses = []
+    for s in range(steps):
+        x, y = make_batch(s)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        lz.sync()
+        losses.append(loss.item())
+    return losses, {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+
 def raises_without_leak(exc, fn, *match):
     """fn() raises exc, its message holds every string of `match`, and no tensor was left alive."""
     gc.collect()

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 import lazuli as lz
-from lazuli.nn import functional as F
 
-from conftest import counter
+from conftest import counter, fallback_counts, on_backend, train_steps
 
 pytestmark = pytest.mark.skipif(lz.backend() != "cpu",
                                 reason="tests the cpu backend (LAZULI_BACKEND=cpu, the default)")
@@ -21,38 +20,21 @@ pytestmark = pytest.mark.skipif(lz.backend() != "cpu",
 RANDOM_OPS = ("rng_uniform", "rng_normal", "rng_advance")
 
 
-def on_backend(name, fn):
-    original = lz.backend()
-    lz._C._set_backend(name)
-    try:
-        return fn()
-    finally:
-        lz.wait()
-        lz._C._set_backend(original)
-
-
 def reference_kernels(ops):
-    return {op: counter("fallback::" + op) for op in ops if counter("fallback::" + op)}
+    return fallback_counts(ops)
 
 
 def dropout_training(steps=3):
     """Losses and final weights of a few SGD steps of an MLP with dropout."""
-    lz.manual_seed(11)
-    model = lz.nn.Sequential(lz.nn.Linear(12, 32), lz.nn.ReLU(), lz.nn.Dropout(0.3),
-                             lz.nn.Linear(32, 5))
-    opt = lz.optim.SGD(model.parameters(), lr=0.05)
     rng = np.random.default_rng(0)
-    losses = []
-    for _ in range(steps):
-        x = lz.tensor(rng.standard_normal((16, 12)).astype(np.float32))
-        y = lz.tensor(rng.integers(0, 5, 16))
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        lz.sync()
-        losses.append(loss.item())
-    return losses, {k: v.numpy().copy() for k, v in model.state_dict().items()}
+
+    def batch(_):
+        return (lz.tensor(rng.standard_normal((16, 12)).astype(np.float32)),
+                lz.tensor(rng.integers(0, 5, 16)))
+
+    return train_steps(lambda: lz.nn.Sequential(lz.nn.Linear(12, 32), lz.nn.ReLU(),
+                                                lz.nn.Dropout(0.3), lz.nn.Linear(32, 5)),
+                       batch, lz.optim.SGD, steps, seed=11)
 
 
 def test_dropout_training_step_runs_no_reference_random_kernel_and_matches_the_reference():

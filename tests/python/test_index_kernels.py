@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import lazuli as lz
-from lazuli.nn import functional as F
 
-from conftest import counter
+from conftest import fallback_counts, on_backend, train_steps
 
 pytestmark = pytest.mark.skipif(lz.backend() != "cpu",
                                 reason="tests the cpu backend (LAZULI_BACKEND=cpu, the default)")
@@ -19,35 +18,13 @@ pytestmark = pytest.mark.skipif(lz.backend() != "cpu",
 INDEX_OPS = ("gather", "scatter_add", "index_select", "index_copy")
 
 
-def on_backend(name, fn):
-    original = lz.backend()
-    lz._C._set_backend(name)
-    try:
-        return fn()
-    finally:
-        lz.wait()
-        lz._C._set_backend(original)
-
-
 def no_index_fallbacks():
-    return {op: counter("fallback::" + op) for op in INDEX_OPS if counter("fallback::" + op)}
+    return fallback_counts(INDEX_OPS)
 
 
 def train(make_model, make_batch, opt_cls, steps=3):
     """Losses and final weights of a few training steps."""
-    lz.manual_seed(0)
-    model = make_model()
-    opt = opt_cls(model.parameters(), lr=0.05)
-    losses = []
-    for s in range(steps):
-        x, y = make_batch(s)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        lz.sync()
-        losses.append(loss.item())
-    return losses, {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    return train_steps(make_model, make_batch, opt_cls, steps)
 
 
 def mlp():

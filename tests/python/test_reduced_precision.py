@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazuli as lz
-from conftest import counter, raises_without_leak
+from conftest import counter, fallback_counts, on_backend, raises_without_leak
 
 F16, BF16, F32, F64 = lz.float16, lz.bfloat16, lz.float32, lz.float64
 
@@ -281,20 +281,6 @@ def test_both_backends_agree_on_a_small_network(rng):
         np.testing.assert_allclose(g, r, rtol=2.0**-7, atol=1e-3)
 
 
-def _on(backend_name, fn):
-    original = lz.backend()
-    lz._C._set_backend(backend_name)
-    try:
-        return fn()
-    finally:
-        lz._C._set_backend(original)
-
-
-def _fallbacks():
-    names = [k for k in lz.debug.counter_names() if k.startswith("fallback::")]
-    return {k: lz.debug.counter_value(k) for k in names if lz.debug.counter_value(k)}
-
-
 def test_cpu_backend_compiles_16_bit_elementwise_chains_without_fallbacks(rng):
     # fusion.cpp rule 10: casts, leaves, views and index loads of 16-bit floats are kernels.
     a = rng.standard_normal((32, 48)).astype(np.float32) * 100
@@ -310,10 +296,10 @@ def test_cpu_backend_compiles_16_bit_elementwise_chains_without_fallbacks(rng):
         gg = x.bfloat16().gather(1, lz.tensor([[1, 0, 47]] * 32))
         return [h.numpy(), b.numpy(), values(t), values(g), values(gg)]
 
-    ref = _on("interp", run)
+    ref = on_backend("interp", run)
     lz.debug.clear_counters()
-    got = _on("cpu", run)
-    assert _fallbacks() == {}
+    got = on_backend("cpu", run)
+    assert fallback_counts() == {}
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(g.view(np.uint32), r.view(np.uint32))
 
@@ -333,10 +319,10 @@ def test_cpu_backend_casts_every_16_bit_pattern_as_the_reference():
             outs.append(values(src.bfloat16()))
         return outs
 
-    ref = _on("interp", run)
+    ref = on_backend("interp", run)
     lz.debug.clear_counters()
-    got = _on("cpu", run)
-    assert _fallbacks() == {}
+    got = on_backend("cpu", run)
+    assert fallback_counts() == {}
     for r, g in zip(ref, got):
         assert r.dtype == g.dtype
         np.testing.assert_array_equal(g.view(np.uint8), r.view(np.uint8))
@@ -356,8 +342,8 @@ def test_cpu_backend_rounds_special_values_to_16_bits_as_the_reference(rng):
         a, b = lz.tensor(x32), lz.tensor(x64)
         return [values(a.half()), values(a.bfloat16()), values(b.half()), values(b.bfloat16())]
 
-    ref = _on("interp", run)
-    got = _on("cpu", run)
+    ref = on_backend("interp", run)
+    got = on_backend("cpu", run)
     for r, g in zip(ref, got):
         np.testing.assert_array_equal(g.view(np.uint32), r.view(np.uint32))
     # float64 -> float16 rounds through float32 (twice), as PyTorch's CPU cast does not; the
