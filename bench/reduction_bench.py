@@ -7,14 +7,20 @@ Workloads (float32, LAZULI_NUM_THREADS=2 unless --threads):
   sum_cols         sum over dim 0 of (4096, 4096) (a column reduction)
   softmax          softmax over the rows of (4096, 1024)
   layer_norm       (x - mean) / sqrt(var + 1e-5) over the rows of (4096, 1024)
+  log_softmax      log_softmax over the rows of (4096, 1024)
+  ln_affine        lz.nn.functional.layer_norm with weight and bias, (512 x 768): GPT-2-small's
+  attn_softmax     softmax over the rows of (6144, 128): GPT-2-small's attention probabilities
   cross_entropy    cross-entropy loss and its gradient, logits (4096, 1000)
   embedding        embedding (8192, 256) of 8192 tokens, forward and the weight's gradient
 
 `--against DIR` runs the same workloads with the lazuli package found in DIR (e.g. a copy of an
 earlier build's python/ folder) in alternating subprocesses (MACHINE.md: the machine is noisy)
-and prints both medians and their ratio.
+and prints both medians and their ratio. `--baseline-env NAME=VALUE` runs this same package
+with that environment variable set as the baseline instead (e.g. LAZULI_FUSE_ROWS=0: softmax
+and layer_norm without fusion rule 5b).
 
-Run: PYTHONPATH=python /usr/bin/python3 bench/reduction_bench.py [--rounds N] [--against DIR]
+Run: PYTHONPATH=python /usr/bin/python3 bench/reduction_bench.py [--rounds N] [--against DIR |
+     --baseline-env NAME=VALUE] [--only w1,w2]
 """
 import argparse
 import json
@@ -45,6 +51,10 @@ def workloads(lz, np):
     repro = dev((rng.random((16, 4, 256, 256)) + 0.1).astype(np.float32))
     cols = dev(rng.standard_normal((4096, 4096)).astype(np.float32))
     rows = dev(rng.standard_normal((4096, 1024)).astype(np.float32))
+    hidden = dev(rng.standard_normal((512, 768)).astype(np.float32))
+    ln_w = dev(rng.standard_normal(768).astype(np.float32))
+    ln_b = dev(rng.standard_normal(768).astype(np.float32))
+    scores = dev(rng.standard_normal((6144, 128)).astype(np.float32))
     # Leaves made from host data (detach() of a synced tensor does not take requires_grad here).
     logits = lz.tensor(rng.standard_normal((4096, 1000)).astype(np.float32)).requires_grad_()
     target = dev(rng.integers(0, 1000, 4096))
@@ -74,6 +84,9 @@ def workloads(lz, np):
         "sum_cols": lambda: [lz.sum(cols, 0)],
         "softmax": lambda: [F.softmax(rows, 1)],
         "layer_norm": lambda: [layer_norm(rows)],
+        "log_softmax": lambda: [F.log_softmax(rows, 1)],
+        "ln_affine": lambda: [F.layer_norm(hidden, (768,), ln_w, ln_b)],
+        "attn_softmax": lambda: [F.softmax(scores, -1)],
         "cross_entropy": cross_entropy,
         "embedding": embedding,
     }
@@ -116,8 +129,8 @@ def worker(iters, only):
     return out
 
 
-def run_worker(pythonpath, iters, only):
-    env = dict(os.environ, PYTHONPATH=pythonpath)
+def run_worker(pythonpath, iters, only, extra_env=None):
+    env = dict(os.environ, PYTHONPATH=pythonpath, **(extra_env or {}))
     cmd = [sys.executable, __file__, "--worker", "--iters", str(iters), "--threads", str(THREADS),
            "--only", only]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -131,27 +144,34 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--against", help="a folder holding another lazuli package (the baseline)")
+    p.add_argument("--baseline-env", help="NAME=VALUE: the baseline is this package with it set")
     p.add_argument("--only", default="", help="comma-separated workloads (default: all)")
     a = p.parse_args()
     if a.worker:
         print(json.dumps(worker(a.iters, [w for w in a.only.split(",") if w])))
         return
     here = os.environ.get("PYTHONPATH", "python")
-    candidates = [("this build", here)] + ([("baseline", a.against)] if a.against else [])
-    runs = {label: [] for label, _ in candidates}
-    for _ in range(a.rounds):
-        for label, path in candidates:
-            runs[label].append(run_worker(path, a.iters, a.only))
+    candidates = [("this build", here, {})]
+    if a.against:
+        candidates.append(("baseline", a.against, {}))
+    elif a.baseline_env:
+        name, _, value = a.baseline_env.partition("=")
+        candidates.append((a.baseline_env, here, {name: value}))
+    runs = {label: [] for label, _, _ in candidates}
+    for r in range(a.rounds):
+        order = candidates[r % len(candidates):] + candidates[:r % len(candidates)]
+        for label, path, env in order:
+            runs[label].append(run_worker(path, a.iters, a.only, env))
     print(f"threads {THREADS}, {a.rounds} rounds x {a.iters} timed syncs, medians (ms)")
-    header = f"{'workload':<15}" + "".join(f"{label:>14}" for label, _ in candidates)
-    print(header + ("   ratio (this/baseline)" if a.against else ""))
+    header = f"{'workload':<15}" + "".join(f"{label:>14}" for label, _, _ in candidates)
+    print(header + ("   ratio (this/baseline)" if len(candidates) > 1 else ""))
     for name in runs[candidates[0][0]][0]["ms"]:
-        meds = [statistics.median(r["ms"][name] for r in runs[label]) for label, _ in candidates]
+        meds = [statistics.median(r["ms"][name] for r in runs[label]) for label, _, _ in candidates]
         line = f"{name:<15}" + "".join(f"{m:>14.3f}" for m in meds)
-        if a.against:
+        if len(candidates) > 1:
             line += f"   {meds[0] / meds[1]:.2f}"
         print(line)
-    for label, _ in candidates:
+    for label, _, _ in candidates:
         if not runs[label][0]["accuracy"]:
             continue
         print(f"accuracy ({label}): " + ", ".join(f"{k} {v:.2e}" for k, v in runs[label][0]["accuracy"].items()))

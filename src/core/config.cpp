@@ -91,6 +91,7 @@ Config read_env() {
   c.persistent_cache_max_bytes = env_int("LAZULI_PERSISTENT_CACHE_MAX_BYTES", 1 << 30, 0);
   c.buffer_cache_bytes = env_int("LAZULI_BUFFER_CACHE_BYTES", -1, -1);
   c.enable_param_aliasing = env_bool("LAZULI_ENABLE_PARAM_ALIASING", true);
+  c.fuse_rows = env_bool("LAZULI_FUSE_ROWS", true);
   c.sync_wait = env_bool("LAZULI_SYNC_WAIT", false);
   c.emit_steplog = env_bool("LAZULI_EMIT_STEPLOG", false);
   c.debug = static_cast<int>(env_int("LAZULI_DEBUG", 0, 0));

@@ -17,6 +17,7 @@ struct Config {
   int64_t persistent_cache_max_bytes = 1 << 30;  // LAZULI_PERSISTENT_CACHE_MAX_BYTES
   int64_t buffer_cache_bytes = -1;          // LAZULI_BUFFER_CACHE_BYTES (-1: a quarter of the RAM)
   bool enable_param_aliasing = true;        // LAZULI_ENABLE_PARAM_ALIASING
+  bool fuse_rows = true;                    // LAZULI_FUSE_ROWS
   bool sync_wait = false;                   // LAZULI_SYNC_WAIT
   bool emit_steplog = false;                // LAZULI_EMIT_STEPLOG
   int debug = 0;                            // LAZULI_DEBUG: 0, 1, 2

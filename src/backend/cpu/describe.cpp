@@ -70,9 +70,12 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
   const int nin = static_cast<int>(inputs.size());
   os << "void " << name << "(int64_t begin, int64_t end, void** ptrs, const int64_t* args) {\n";
   os << "  // " << scheme_name(scheme) << ", " << rank << " loop dim(s)";
-  if (nred)
+  if (nred && scheme == Scheme::RowFused) {
+    os << ", the last " << nred << " the row";
+  } else if (nred) {
     os << ", " << nred << (scheme == Scheme::Scatter ? " serial" : " reduced") << " ("
        << ir::op_name(reduce_op) << ")";
+  }
   os << "; sizes, offsets and strides are arguments\n";
   if (nchecks) {
     os << "  // " << nchecks
@@ -97,7 +100,18 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
   os << "  " << ctype(out_dtype) << "* out = ptrs[" << nin << "];\n";
   std::string ind = "  ";
   const std::string j = "j";
-  if (scheme == Scheme::RowReduce) {
+  if (scheme == Scheme::RowFused) {
+    os << ind << "for (int64_t o = begin; o < end; ++o) {  // one row each\n";
+    ind += "  ";
+    os << ind << "// base_* = offset + index(o over the " << nout() << " row-index dims) . strides\n";
+    os << ind << "// first each stage (vK = reduce(vA) over the row) folds its own pass over the row, in\n"
+       << ind << "// order (float32 sums in double); then the loop below stores every point of the row\n";
+    for (int d = nout(); d < rank - 1; ++d) {
+      os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
+      ind += "  ";
+    }
+    os << ind << "for (int64_t j = 0; j < size" << rank - 1 << "; ++j) {  // vectorized\n";
+  } else if (scheme == Scheme::RowReduce) {
     os << ind << "for (int64_t o = begin; o < end; ++o) {  // one output each\n";
     ind += "  ";
     os << ind << "// base_* = offset + index(o over the " << nout() << " output dims) . strides\n";
@@ -144,6 +158,12 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
         break;
       case OpKind::Where: os << v(e.a) << " ? " << v(e.b) << " : " << v(e.c); break;
       case OpKind::Cast: os << "(" << ctype(e.dtype) << ")" << v(e.a); break;
+      case OpKind::ReduceSum:
+      case OpKind::ReduceProd:
+      case OpKind::ReduceMax:
+      case OpKind::ReduceMin:
+        os << ir::op_name(e.op) << " over the row of " << v(e.a) << "  /* stage, folded first */";
+        break;
       default:
         if (e.b >= 0 && infix(e.op)) {
           os << v(e.a) << " " << infix(e.op) << " " << v(e.b);
@@ -156,7 +176,7 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
     os << ";\n";
   }
   std::string last = "v" + std::to_string(exprs.size() - 1);
-  if (scheme == Scheme::Elementwise) {
+  if (scheme == Scheme::Elementwise || scheme == Scheme::RowFused) {
     os << ind << "out[" << index_expr(*this, nin, j) << "] = " << last << ";\n";
   } else if (scheme == Scheme::ColReduce) {
     os << ind << "out[" << index_expr(*this, nin, j) << "] = " << ir::op_name(reduce_op) << "(out[...], " << last << ");\n";

@@ -23,7 +23,20 @@
 //  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops
 //     materializes it (otherwise each broadcast element would recompute it).
 //  5. A reduction (sum, prod, max, min; on bool, max and min are any and all) is one kernel with
-//     its elementwise producers fused in (rules 1-4 decide how far); its output is materialized.
+//     its elementwise producers fused in (rules 1-4 decide how far); its output is materialized,
+//     except under rule 5b.
+// 5b. Row fusion (LAZULI_FUSE_ROWS, on by default): a reduction over the trailing dims of its
+//     input whose every use ends in one elementwise kernel over that same input space (softmax's
+//     max and sum, layer_norm's mean and variance, each consumed through a broadcast) is not
+//     materialized: it becomes a stage of that kernel, which runs row by row: each stage folds
+//     its expression over the row (as a row reduction would, in the same order), later stages
+//     and the row's outputs read the earlier stages' values, and the row's outputs are stored.
+//     The row stays in cache, so softmax and layer_norm read their input from memory once. A
+//     broadcast of a per-row value (rsqrt(var + eps)) is then not materialized by rule 4: it is
+//     computed once per row. A reduction also read elsewhere (a graph root, another kernel, a
+//     library call, the saved statistics of a backward pass) stays materialized, and so does
+//     one whose kernel turns out not to fit (index checks, a view of the reduced value that is
+//     not the row's broadcast, more than kMaxRowKernelOps ops).
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
 //  7. Matrix products are library calls (oneDNN sgemm for float32); ops the code generator does
 //     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
@@ -60,6 +73,7 @@
 #include <sstream>
 
 #include "backend/cpu/plan.h"
+#include "core/config.h"
 #include "lazuli/error.h"
 
 namespace lz::cpu {
@@ -72,6 +86,7 @@ using ir::OpKind;
 constexpr int kMaxRecomputedOps = 8;
 constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
+constexpr int kMaxRowKernelOps = 2 * kMaxKernelOps;
 constexpr int64_t kGrainElements = 32768;
 constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
@@ -172,20 +187,28 @@ bool reshape_is_affine(const Shape& in, const Shape& out) {
 
 class Planner {
  public:
-  Planner(const LoweringGraph& g, bool explain) : g_(g), explain_(explain) {}
+  Planner(const LoweringGraph& g, bool explain, bool fuse_rows)
+      : g_(g), explain_(explain), fuse_rows_(fuse_rows) {}
 
   Plan run() {
     const auto& po = g_.post_order;
     for (size_t i = 0; i < po.size(); ++i) index_[po[i]] = static_cast<int>(i);
     users_.assign(po.size(), 0);
+    user_list_.assign(po.size(), {});
+    is_root_.assign(po.size(), false);
     for (const Node* n : po) {
       for (const ir::Value& v : n->operands) {
         users_[idx(v.node.get())]++;
         user_of_[v.node.get()] = n;
+        user_list_[idx(v.node.get())].push_back(n);
       }
     }
-    for (const ir::Value& r : g_.roots) users_[idx(r.node.get())]++;
+    for (const ir::Value& r : g_.roots) {
+      users_[idx(r.node.get())]++;
+      is_root_[idx(r.node.get())] = true;
+    }
     decide();
+    if (fuse_rows_) fuse_rows();
     build_steps();
     plan_memory();
     return std::move(plan_);
@@ -278,6 +301,12 @@ class Planner {
     mat_.assign(po.size(), false);
     cost_.assign(po.size(), 0);
     has_check_.assign(po.size(), false);
+    row_scalar_.assign(po.size(), false);
+    // A per-row value: a reduction, or computed (unmaterialized) from per-row values and
+    // constants. Rule 5b may compute it once per row of the kernel the reduction folds into.
+    auto per_row = [&](const Node* o) {
+      return row_scalar_[idx(o)] && (kind_of(o) == Kind::Reduce || !mat_[idx(o)]);
+    };
     for (const Node* n : po) {
       const int i = idx(n);
       const Kind kind = kind_of(n);
@@ -344,10 +373,15 @@ class Planner {
                                     " merges dims");
           }
           if (n->op == OpKind::Expand && cost_[idx(x.node)] > kMaxBroadcastRecompute &&
-              numel(n->shape) > numel(x.shape())) {
-            materialize(x.node, "broadcast by " + label(n) + " (rule 4)");
+              numel(n->shape) > numel(x.shape()) && !mat_[idx(x.node)]) {
+            if (fuse_rows_ && per_row(x.node)) {
+              row_broadcast_.push_back({x.node, n});  // rule 5b decides (fuse_rows)
+            } else {
+              materialize(x.node, "broadcast by " + label(n) + " (rule 4)");
+            }
           }
           cost_[i] = mat_[idx(x.node)] ? 0 : cost_[idx(x.node)];
+          row_scalar_[i] = n->op == OpKind::Reshape && per_row(x.node);
           break;
         }
         case Kind::Fusible: {
@@ -372,9 +406,19 @@ class Planner {
             c = total();
           }
           cost_[i] = c;
+          if (ir::is_elementwise(n->op) && !is_random(n->op) && !n->operands.empty()) {
+            bool any = false, all = true;
+            for (const ir::Value& v : n->operands) {
+              const bool r = per_row(v.node.get());
+              any = any || r;
+              all = all && (r || v.node->op == OpKind::Constant);
+            }
+            row_scalar_[i] = any && all;
+          }
           break;
         }
       }
+      if (kind == Kind::Reduce) row_scalar_[i] = true;
       if (n->op == OpKind::RngAdvance) {
         // A key chain grows by one advance per draw until a barrier syncs the device's key; fused
         // into the draws, each length would be a new kernel structure (a compile per step).
@@ -397,11 +441,115 @@ class Planner {
     }
   }
 
+  // ---- rule 5b: row fusion ----
+  // Reduction r reduces the trailing dims of its input.
+  bool reduces_trailing(const Node* r) const {
+    std::vector<int64_t> d = r->attr<ir::ReduceAttrs>().dims;
+    std::sort(d.begin(), d.end());
+    const int64_t first = static_cast<int64_t>(op0(r).shape().size() - d.size());
+    for (size_t k = 0; k < d.size(); ++k) {
+      if (d[k] != first + static_cast<int64_t>(k)) return false;
+    }
+    return !d.empty();
+  }
+
+  // The one kernel every use of r's value ends in, through unmaterialized elementwise ops and
+  // views (a reduction folded into a kernel counts as that kernel); null if there are several,
+  // or a use that is not a kernel's (a graph root, a library call, a cat...).
+  const Node* row_sink(const Node* r) const {
+    const Node* sink = nullptr;
+    std::vector<const Node*> stack{r};
+    std::set<const Node*> seen{r};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (is_root_[idx(n)]) return nullptr;
+      for (const Node* u : user_list_[idx(n)]) {
+        if (!seen.insert(u).second) continue;
+        const Node* k = nullptr;
+        if (auto it = stage_of_.find(u); it != stage_of_.end()) {
+          k = it->second;
+        } else if (mat_[idx(u)]) {
+          k = u;
+        } else if (kind_of(u) == Kind::Fusible || kind_of(u) == Kind::View) {
+          stack.push_back(u);
+          continue;
+        } else {
+          return nullptr;
+        }
+        if (sink && sink != k) return nullptr;
+        sink = k;
+      }
+    }
+    return sink;
+  }
+
+  // An elementwise kernel over r's input space.
+  bool row_kernel_ok(const Node* r, const Node* k) const {
+    return k && kind_of(k) == Kind::Fusible && ir::is_elementwise(k->op) && !is_random(k->op) &&
+           k->shape == op0(r).shape();
+  }
+
+  // o's unmaterialized expression reads a reduction's materialized output.
+  bool reads_materialized_reduction(const Node* o) const {
+    std::vector<const Node*> stack{o};
+    std::set<const Node*> seen{o};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      if (kind_of(n) == Kind::Reduce && mat_[idx(n)]) return true;
+      if (n != o && mat_[idx(n)]) continue;
+      for (const ir::Value& v : n->operands) {
+        if (seen.insert(v.node.get()).second) stack.push_back(v.node.get());
+      }
+    }
+    return false;
+  }
+
+  void fuse_rows() {
+    const auto& po = g_.post_order;
+    for (size_t i = po.size(); i-- > 0;) {  // users first: a later reduction may take an earlier
+      const Node* r = po[i];
+      if (kind_of(r) != Kind::Reduce || !reduces_trailing(r)) continue;
+      const Node* k = row_sink(r);
+      if (!row_kernel_ok(r, k)) continue;
+      stage_of_[r] = k;
+      mat_[i] = false;
+    }
+    // Rule 4 again where a per-row value still reads a materialized reduction; a stage whose uses
+    // no longer end in its kernel (a value just materialized) is materialized too; until stable.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& [x, by] : row_broadcast_) {
+        if (!mat_[idx(x)] && reads_materialized_reduction(x)) {
+          materialize(x, "broadcast by " + label(by) + " (rule 4)");
+          changed = true;
+        }
+      }
+      for (size_t i = po.size(); i-- > 0;) {
+        auto it = stage_of_.find(po[i]);
+        if (it != stage_of_.end() && row_sink(po[i]) != it->second) {
+          stage_of_.erase(it);
+          mat_[i] = true;
+          changed = true;
+        }
+      }
+    }
+    for (const Node* r : po) {
+      if (auto it = stage_of_.find(r); it != stage_of_.end()) {
+        row_kernels_.insert(it->second);
+        note("reduction " + label(r) + " folds into the kernel of " + label(it->second) +
+             " (rule 5b)");
+      }
+    }
+  }
+
   // ---- values ----
   int value_of(Out base) {
     auto key = std::make_pair(base.node, base.index);
     auto it = value_.find(key);
     if (it != value_.end()) return it->second;
+    if (trial_) trial_keys_.push_back(key);
     PlanValue v;
     v.dtype = base.dtype();
     v.shape = base.shape();
@@ -432,6 +580,11 @@ class Planner {
     std::vector<double> scalars;                  // constant values, passed as arguments
     std::vector<IndexCheck> checks;               // per check: the op, dim and bound
     int rank = 0;
+    // Row fusion (rule 5b): the kernel's space, the number of trailing dims its stages reduce,
+    // and whether a stage could not be placed.
+    const Shape* row_space = nullptr;
+    int row_dims = 0;
+    bool row_failed = false;
   };
 
   static std::vector<int64_t> view_key(const View& v) {
@@ -505,6 +658,8 @@ class Planner {
       kb.input_dyn.emplace_back();
       split_dyn(linear_dyn(o.shape(), v), &kb.spec.inputs.back().dyn, &kb.input_dyn.back());
       e = add_expr(kb, {OpKind::DeviceData, o.dtype(), -1, -1, -1, input, 0});
+    } else if (stage_of_.count(n)) {
+      e = row_stage_expr(kb, n, v, root);
     } else if (n->op == OpKind::Constant) {
       e = add_expr(kb, {OpKind::Constant, n->dtype, -1, -1, -1, kb.spec.nscalars++, 0});
       kb.scalars.push_back(n->attr<ir::ConstantAttrs>().value);
@@ -594,11 +749,33 @@ class Planner {
     return e;
   }
 
+  // A reduction folded into this kernel (rule 5b): a stage folding x over the row. Read through
+  // `v`, its value must be the row's broadcast: its kept dims the kernel's own leading dims
+  // (identity rows), whatever its reduced (size-1) dims.
+  int row_stage_expr(KernelBuild& kb, const Node* r, const View& v, const Node* root) {
+    const Out x = op0(r);
+    const Shape& xs = x.shape();
+    const int nred = static_cast<int>(r->attr<ir::ReduceAttrs>().dims.size());
+    const int nkept = static_cast<int>(xs.size()) - nred;
+    bool ok = kb.row_space && *kb.row_space == xs && (kb.row_dims == 0 || kb.row_dims == nred);
+    for (int d = 0; ok && d < nkept; ++d) {
+      ok = v[d].off == 0 && v[d].dyn.empty();
+      for (int j = 0; ok && j < kb.rank; ++j) ok = v[d].coef[j] == (j == d ? 1 : 0);
+    }
+    if (!ok) {
+      kb.row_failed = true;  // the caller discards this build
+      return add_expr(kb, {r->op, r->dtype, -1, -1, -1, -1, 0});
+    }
+    kb.row_dims = nred;
+    const int a = build_expr(kb, x, identity(xs), root);
+    return add_expr(kb, {r->op, r->dtype, a, -1, -1, -1, 0});
+  }
+
   // Reorders and collapses the loop dims, classifies inner strides, and emits the step. A Scatter
   // kernel (`scatter`) marks its scattered dim reduced and passes the output's dynamic terms.
   void finish_kernel(KernelBuild& kb, const Shape& space, std::vector<bool> reduced,
                      std::vector<int64_t> out_args, int out_value, const std::string& what,
-                     bool scatter = false, const DynTerms& out_dyn = {}) {
+                     bool scatter = false, const DynTerms& out_dyn = {}, bool row = false) {
     const int rank = kb.rank;
     const int nin = static_cast<int>(kb.input_args.size());
     // With checks, the key (the point's row-major position in `space`) is one more operand.
@@ -622,6 +799,7 @@ class Planner {
       scheme = Scheme::RowReduce;  // a full reduction
     }
     if (scatter) scheme = Scheme::Scatter;
+    if (row) scheme = Scheme::RowFused;
     std::vector<int> order;
     if (scheme == Scheme::Elementwise) {
       order = dims;
@@ -650,7 +828,13 @@ class Planner {
         for (int x = 0; x < nops; ++x) st[x].push_back(arg(x)[1 + d]);
       }
     }
-    if (sizes.empty() || (scheme == Scheme::Scatter && red.back())) {
+    if (scheme == Scheme::RowFused) {
+      if (sizes.empty() || !red.back()) {  // rows of one point: a size-1 row dim
+        sizes.push_back(1);
+        red.push_back(true);
+        for (int x = 0; x < nops; ++x) st[x].push_back(0);
+      }
+    } else if (sizes.empty() || (scheme == Scheme::Scatter && red.back())) {
       // A Scatter kernel's segments need a parallel dim: a size-1 one when all else is size 1.
       sizes.push_back(1);
       red.push_back(false);
@@ -690,7 +874,7 @@ class Planner {
     step.grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, reduce_total));
     // Segment boundaries at whole cache lines of the output (16 elements of 4 bytes, 32 of 2,
     // 64 bools), so two threads never write one line.
-    step.align = scheme == Scheme::RowReduce
+    step.align = scheme == Scheme::RowReduce || scheme == Scheme::RowFused
                      ? 1
                      : std::max<int64_t>(16, 64 / static_cast<int64_t>(dtype_size(s.out_dtype)));
     step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
@@ -855,12 +1039,68 @@ class Planner {
       }
       finish_kernel(kb, xs, reduced, oa, out, label(n));
     } else {
+      if (row_kernels_.count(n)) {
+        if (row_kernel_for(n, out)) return;
+        unfold_rows(n);
+      }
       kb.rank = static_cast<int>(n->shape.size());
       kb.spec.out_dtype = n->dtype;
       build_expr(kb, out_of(n), identity(n->shape), n);
       std::vector<int64_t> oa = linear(n->shape, identity(n->shape), kb.rank);
       finish_kernel(kb, n->shape, std::vector<bool>(kb.rank, false), oa, out, label(n));
     }
+  }
+
+  // The kernel of `n` with its reductions as stages (rule 5b); false, with nothing recorded, where
+  // it does not fit.
+  bool row_kernel_for(const Node* n, int out) {
+    KernelBuild kb;
+    kb.rank = static_cast<int>(n->shape.size());
+    kb.spec.out_dtype = n->dtype;
+    kb.row_space = &n->shape;
+    const size_t nvalues = plan_.values.size();
+    trial_keys_.clear();
+    trial_ = true;
+    build_expr(kb, out_of(n), identity(n->shape), n);
+    trial_ = false;
+    std::string why = kb.row_failed         ? "a reduced value is not read as the row's broadcast"
+                      : !kb.checks.empty()  ? "the kernel has index checks"
+                      : kb.spec.exprs.size() > kMaxRowKernelOps
+                          ? std::to_string(kb.spec.exprs.size()) + " ops"
+                          : "";
+    if (kb.row_dims == 0 && why.empty()) why = "no reduction reached";
+    if (!why.empty()) {
+      for (const auto& k : trial_keys_) value_.erase(k);
+      plan_.values.resize(nvalues);
+      note("row kernel of " + label(n) + " does not fit: " + why + " (rule 5b)");
+      return false;
+    }
+    std::vector<bool> reduced(kb.rank, false);
+    for (int d = kb.rank - kb.row_dims; d < kb.rank; ++d) reduced[d] = true;
+    finish_kernel(kb, n->shape, reduced, linear(n->shape, identity(n->shape), kb.rank), out,
+                  label(n) + " with its reductions", false, {}, /*row=*/true);
+    return true;
+  }
+
+  // After row_kernel_for(k) failed: k's reductions (and the per-row values that broadcast them,
+  // rule 4) are materialized by their own kernels, emitted now, before k's.
+  void unfold_rows(const Node* k) {
+    std::vector<const Node*> redo;
+    for (const Node* r : g_.post_order) {
+      auto it = stage_of_.find(r);
+      if (it == stage_of_.end() || it->second != k) continue;
+      stage_of_.erase(it);
+      mat_[idx(r)] = true;
+      redo.push_back(r);
+    }
+    for (const auto& [x, by] : row_broadcast_) {
+      if (!mat_[idx(x)] && reads_materialized_reduction(x)) {
+        materialize(x, "broadcast by " + label(by) + " (rule 4)");
+        redo.push_back(x);
+      }
+    }
+    std::sort(redo.begin(), redo.end(), [&](const Node* a, const Node* b) { return idx(a) < idx(b); });
+    for (const Node* r : redo) kernel_for(r);
   }
 
   // `n` computed by its own op, or (transposed_of set) the transpose `n` of a 2-D product
@@ -964,12 +1204,23 @@ class Planner {
 
   const LoweringGraph& g_;
   bool explain_;
+  bool fuse_rows_;
   Plan plan_;
   std::unordered_map<const Node*, int> index_;
   std::vector<int> users_;
   std::vector<bool> mat_;
   std::vector<int> cost_;
   std::vector<bool> has_check_;  // a fused (not materialized) index check is in its expression
+  std::vector<std::vector<const Node*>> user_list_;
+  std::vector<bool> is_root_;
+  // Rule 5b: per-row values; broadcasts rule 4 left to it (value, expand); each folded reduction's
+  // kernel, and those kernels.
+  std::vector<bool> row_scalar_;
+  std::vector<std::pair<const Node*, const Node*>> row_broadcast_;
+  std::unordered_map<const Node*, const Node*> stage_of_;
+  std::set<const Node*> row_kernels_;
+  bool trial_ = false;  // row_kernel_for's build: the plan values it creates, to take back
+  std::vector<std::pair<const Node*, int>> trial_keys_;
   std::map<std::pair<const Node*, int>, int> value_;  // (node, output) -> plan value
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
   std::unordered_map<const Node*, const Node*> user_of_;        // a user of each node (the only one when users_ is 1)
@@ -1124,7 +1375,9 @@ std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, i
                                         : place_sweep(values, arena_bytes);
 }
 
-Plan build_plan(const LoweringGraph& graph, bool explain) { return Planner(graph, explain).run(); }
+Plan build_plan(const LoweringGraph& graph, bool explain) {
+  return Planner(graph, explain, config().fuse_rows).run();
+}
 
 // A root written in place may take a donated parameter's storage when its step is the last reader
 // of that parameter and reads it element for element (same offset and strides as the output),

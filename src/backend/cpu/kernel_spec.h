@@ -14,6 +14,12 @@
 //                linear output index, in row segments of the innermost dim; the fold runs in the
 //                output row (float32 sums: in a float64 tile of the row), which vectorizes across
 //                outputs.
+//   RowFused     dims [0, nout) parallel, [nout, rank) the row (innermost); the range is over the
+//                rows. Per row: each reduction expression (a KExpr op ReduceSum/Prod/Max/Min, a
+//                "stage", in expression order) folds its operand over the row as RowReduce does,
+//                then the last expression is stored at every point of the row; expressions
+//                after a stage read its value. The output has the whole space (fusion rule 5b:
+//                softmax, layer_norm).
 //   Scatter      the loop nest of ColReduce over the index space of a scatter_add (reduce_op
 //                ScatterAdd) or index_copy (IndexCopy): dims [0, nred) are the scattered dim
 //                (serial, in increasing order), [nred, rank) the others, cut into row segments
@@ -49,7 +55,7 @@
 
 namespace lz::cpu {
 
-enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter };
+enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter, RowFused };
 // The scheme's name in plan notes and kernel dumps.
 inline const char* scheme_name(Scheme s) {
   switch (s) {
@@ -57,6 +63,7 @@ inline const char* scheme_name(Scheme s) {
     case Scheme::RowReduce: return "row reduction";
     case Scheme::ColReduce: return "column reduction";
     case Scheme::Scatter: return "scatter";
+    case Scheme::RowFused: return "rows with reductions";
   }
   return "?";
 }
@@ -71,7 +78,9 @@ enum class StrideClass : uint8_t { Zero, One, Other };
 //               current point's linear offset in index input `input` (interp/kernels.h's
 //               generator, bit for bit); RngAdvance is unary (key `a` -> next key);
 //   Gather:     check `input` of the integer index `a`: the value as int64 when it lies in
-//               [0, bound), else 0 and a reported failure.
+//               [0, bound), else 0 and a reported failure;
+//   ReduceSum, ReduceProd, ReduceMax, ReduceMin (RowFused only): expression `a` folded over the
+//               current row, in dtype (a float32 sum accumulates as RowReduce's does).
 struct KExpr {
   ir::OpKind op;
   DType dtype;

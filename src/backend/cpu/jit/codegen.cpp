@@ -172,8 +172,14 @@ class Emitter {
     if (spec_.scheme == Scheme::ColReduce && sum_in_double()) {
       tile_ = b_.CreateAlloca(b_.getDoubleTy(), b_.getInt64(kColTile));
     }
+    for (const KExpr& e : spec_.exprs) {
+      if (is_stage(e.op) && (spec_.scheme != Scheme::RowFused || is_reduced_float(e.dtype)))
+        throw std::runtime_error("codegen: a reduction stage outside a float32/64 row kernel");
+    }
     if (spec_.scheme == Scheme::RowReduce) {
       emit_row_reduce(begin, end);
+    } else if (spec_.scheme == Scheme::RowFused) {
+      emit_row_fused(begin, end);
     } else {
       emit_segments(begin, end);
     }
@@ -495,18 +501,30 @@ class Emitter {
     return affine;
   }
 
-  // pos[x]: element offset of operand x at the current point (affine part). Sets vals_ (every
+  static bool is_stage(OpKind op) {
+    return op == OpKind::ReduceSum || op == OpKind::ReduceProd || op == OpKind::ReduceMax ||
+           op == OpKind::ReduceMin;
+  }
+
+  // pos[x]: element offset of operand x at the current point (affine part). Evaluates the
+  // expressions up to `upto` (default: all) and returns that one's value. Sets vals_ (every
   // expression's value, for the output's dynamic terms), and with checks point_bad_ (some check
-  // failed here), check_ok_ and check_raw_.
-  llvm::Value* expression(const std::vector<llvm::Value*>& pos) {
+  // failed here), check_ok_ and check_raw_. A RowFused stage reads its row's value (stage_).
+  llvm::Value* expression(const std::vector<llvm::Value*>& pos, int upto = -1) {
     std::vector<llvm::Value*>& v = vals_;
     v.assign(spec_.exprs.size(), nullptr);
     check_ok_.assign(spec_.nchecks, nullptr);
     check_raw_.assign(spec_.nchecks, nullptr);
     point_bad_ = b_.getFalse();
-    for (size_t i = 0; i < spec_.exprs.size(); ++i) {
+    const size_t n = upto < 0 ? spec_.exprs.size() : static_cast<size_t>(upto) + 1;
+    for (size_t i = 0; i < n; ++i) {
       const KExpr& e = spec_.exprs[i];
       auto dt = [&](int32_t j) { return spec_.exprs[j].dtype; };
+      if (is_stage(e.op)) {
+        if (i >= stage_.size() || !stage_[i]) throw std::runtime_error("codegen: stage read before its fold");
+        v[i] = stage_[i];
+        continue;
+      }
       switch (e.op) {
         case OpKind::Gather: {
           // In range: 0 <= raw < bound, one unsigned compare. Out of range reads index 0.
@@ -545,7 +563,7 @@ class Emitter {
           }
       }
     }
-    return v.back();
+    return v[n - 1];
   }
 
   // ---- loops ----
@@ -622,15 +640,15 @@ class Emitter {
     return l;
   }
 
-  llvm::Value* reduce_init() {
-    DType t = spec_.out_dtype;
+  // The identity of reduction `op` in dtype t.
+  llvm::Value* reduce_init(OpKind op, DType t) {
     const double inf = std::numeric_limits<double>::infinity();
     if (t == DType::Bool) {  // any (max: or from false), all (min: and from true)
-      if (spec_.reduce_op == OpKind::ReduceMax) return b_.getInt1(false);
-      if (spec_.reduce_op == OpKind::ReduceMin) return b_.getInt1(true);
+      if (op == OpKind::ReduceMax) return b_.getInt1(false);
+      if (op == OpKind::ReduceMin) return b_.getInt1(true);
       throw std::runtime_error("codegen: unsupported bool reduction");
     }
-    switch (spec_.reduce_op) {
+    switch (op) {
       case OpKind::ReduceSum: return constant(t, 0);
       case OpKind::ReduceProd: return constant(t, 1);
       case OpKind::ReduceMax:
@@ -644,15 +662,15 @@ class Emitter {
     throw std::runtime_error("codegen: unsupported reduction");
   }
 
-  // acc (+) v with the reduction's combining op; `reassoc` lets the vectorizer split the fold.
-  llvm::Value* combine(llvm::Value* acc, llvm::Value* v, bool reassoc) {
-    const bool f = is_float(spec_.out_dtype);
+  // acc (+) v with reduction `op` in dtype t; `reassoc` lets the vectorizer split the fold.
+  llvm::Value* combine(OpKind op, DType t, llvm::Value* acc, llvm::Value* v, bool reassoc) {
+    const bool f = is_float(t);
     llvm::FastMathFlags fmf;
     fmf.setAllowReassoc(reassoc);
-    if (spec_.out_dtype == DType::Bool) {
-      return spec_.reduce_op == OpKind::ReduceMax ? b_.CreateOr(acc, v) : b_.CreateAnd(acc, v);
+    if (t == DType::Bool) {
+      return op == OpKind::ReduceMax ? b_.CreateOr(acc, v) : b_.CreateAnd(acc, v);
     }
-    switch (spec_.reduce_op) {
+    switch (op) {
       case OpKind::ReduceSum:
         if (!f) return b_.CreateAdd(acc, v);
         return set_fmf(b_.CreateFAdd(acc, v), fmf);
@@ -822,7 +840,7 @@ class Emitter {
     } else {
       const bool scatter = spec_.scheme == Scheme::Scatter;
       if (!scatter) {
-        llvm::Value* init = reduce_init();
+        llvm::Value* init = reduce_init(spec_.reduce_op, spec_.out_dtype);
         loop(b_.getInt64(0), n, {}, [&](llvm::Value* j, const Carried&) {
           store_out(inner_pos(base, j)[out_op()], init);
           return Carried{};
@@ -839,7 +857,8 @@ class Emitter {
               } else {
                 llvm::Value* acc = load_out(at);
                 if (spec_.out_dtype == DType::Bool) acc = b_.CreateICmpNE(acc, b_.getInt8(0));
-                store_out(at, scatter ? scatter_add(acc, v) : combine(acc, v, false));
+                store_out(at, scatter ? scatter_add(acc, v)
+                                      : combine(spec_.reduce_op, spec_.out_dtype, acc, v, false));
               }
               return flagged({}, cc);
             });
@@ -894,46 +913,125 @@ class Emitter {
     });
   }
 
+  // Expression `expr` folded with `op` in dtype t over the row of the current output (dims
+  // [nout, rank) from `base`): its value, then with checks the failure flag. The fold runs in
+  // registers, reassociated (vectorized); a float32 sum adds float32 blocks of kRowBlock into a
+  // double, rounded once at the end.
+  Carried row_fold(const std::vector<llvm::Value*>& base, OpKind op, DType t, int expr) {
+    const int rank = spec_.rank, nout = spec_.nout();
+    llvm::Value* inner = sizes_[rank - 1];
+    // acc (+) expression over [lo, hi) of the innermost dim.
+    auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi,
+                    const Carried& c) {
+      return loop(lo, hi, c, [&](llvm::Value* j, const Carried& cc) {
+        std::vector<llvm::Value*> pos = inner_pos(rb, j);
+        return flagged({combine(op, t, cc[0], expression(pos, expr), true)}, cc);
+      });
+    };
+    if ((op == OpKind::ReduceMax || op == OpKind::ReduceMin) && is_float(t)) {
+      return float_extreme_fold(base, op, t, expr);
+    }
+    if (op != OpKind::ReduceSum || t != DType::Float32) {
+      return nest(nout, rank - 1, base, with_flag({reduce_init(op, t)}),
+                  [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                    return fold(rb, b_.getInt64(0), inner, c);
+                  });
+    }
+    llvm::Value* blk = b_.getInt64(kRowBlock);
+    llvm::Value* nblocks = b_.CreateSDiv(b_.CreateAdd(inner, b_.getInt64(kRowBlock - 1)), blk);
+    Carried acc =
+        nest(nout, rank - 1, base, with_flag({llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)}),
+             [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+               return loop(b_.getInt64(0), nblocks, c, [&](llvm::Value* k, const Carried& cc) {
+                 llvm::Value* lo = b_.CreateMul(k, blk);
+                 Carried init{constant(DType::Float32, 0)};
+                 if (checked()) init.push_back(cc.back());
+                 Carried part = fold(rb, lo, min64(b_.CreateAdd(lo, blk), inner), init);
+                 Carried next{b_.CreateFAdd(cc[0], b_.CreateFPExt(part[0], b_.getDoubleTy()))};
+                 if (checked()) next.push_back(part.back());
+                 return next;
+               });
+             });
+    acc[0] = b_.CreateFPTrunc(acc[0], b_.getFloatTy());
+    return acc;
+  }
+
+  // A float max/min over the row. A compare-and-select fold does not vectorize (LLVM 14 needs
+  // no-NaNs for floating min/max reductions), so the fast fold runs on integers: each value's
+  // bits mapped to an integer of the same order (negative values' magnitude bits flipped), an
+  // integer max/min, and an or of "is NaN". The reference's answer differs from that one only
+  // when a NaN is present (the first NaN wins) or the result is a zero (the first zero of the
+  // row wins, -0 or +0): those rows fold again in order, the reference's way (a cold path).
+  Carried float_extreme_fold(const std::vector<llvm::Value*>& base, OpKind op, DType t, int expr) {
+    const int rank = spec_.rank, nout = spec_.nout();
+    const bool is_max = op == OpKind::ReduceMax;
+    llvm::Type* ft = reg_type(t);
+    const unsigned bits = t == DType::Float32 ? 32 : 64;
+    llvm::IntegerType* it = b_.getIntNTy(bits);
+    // key(x) = bits ^ ((bits >>s (w-1)) >>u 1): an involution, monotonic over the non-NaNs.
+    auto key = [&](llvm::Value* i) {
+      return b_.CreateXor(i, b_.CreateLShr(b_.CreateAShr(i, bits - 1), 1));
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    llvm::Value* init_key = key(b_.CreateBitCast(constant(t, is_max ? -inf : inf), it));
+    Carried fast = nest(
+        nout, rank - 1, base, with_flag({init_key, b_.getInt8(0)}),
+        [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+          return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
+            llvm::Value* v = expression(inner_pos(rb, j), expr);
+            llvm::Value* k = key(b_.CreateBitCast(v, it));
+            llvm::Value* better = is_max ? b_.CreateICmpSGT(k, cc[0]) : b_.CreateICmpSLT(k, cc[0]);
+            llvm::Value* nan = b_.CreateOr(cc[1], b_.CreateZExt(is_nan(v), b_.getInt8Ty()));
+            return flagged({b_.CreateSelect(better, k, cc[0]), nan}, cc);
+          });
+        });
+    llvm::Value* value = b_.CreateBitCast(key(fast[0]), ft);
+    llvm::Value* redo = b_.CreateOr(b_.CreateICmpNE(fast[1], b_.getInt8(0)),
+                                    b_.CreateFCmpOEQ(value, llvm::ConstantFP::get(ft, 0.0)));
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* cold = block("exact_extreme");
+    auto* join = block("extreme");
+    llvm::MDBuilder mdb(ctx_);
+    b_.CreateCondBr(redo, cold, join, mdb.createBranchWeights(1, 1 << 10));
+    b_.SetInsertPoint(cold);
+    // In order: a NaN accumulator stays; a NaN or a strictly better value replaces it.
+    Carried exact = nest(
+        nout, rank - 1, base, with_flag({constant(t, is_max ? -inf : inf)}),
+        [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+          return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
+            llvm::Value* v = expression(inner_pos(rb, j), expr);
+            llvm::Value* better = is_max ? b_.CreateFCmpOGT(v, cc[0]) : b_.CreateFCmpOLT(v, cc[0]);
+            llvm::Value* take = b_.CreateAnd(b_.CreateNot(is_nan(cc[0])), b_.CreateOr(is_nan(v), better));
+            return flagged({b_.CreateSelect(take, v, cc[0])}, cc);
+          });
+        });
+    llvm::BasicBlock* cold_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* out = b_.CreatePHI(ft, 2);
+    out->addIncoming(value, from);
+    out->addIncoming(exact[0], cold_end);
+    Carried res{out};
+    if (checked()) res.push_back(fast.back());
+    return res;
+  }
+
+  // The output's row base for output (row) `o` of [begin, end).
+  std::vector<llvm::Value*> row_base(llvm::Value* o) {
+    std::vector<llvm::Value*> base(offs_.begin(), offs_.end());
+    if (spec_.nout() > 0) add_decomposed(base, o, 0, spec_.nout());
+    return base;
+  }
+
   // RowReduce: one output per iteration of [begin, end); the reduced dims fold in registers.
   void emit_row_reduce(llvm::Value* begin, llvm::Value* end) {
     const int rank = spec_.rank, nout = spec_.nout();
     llvm::Value* inner = sizes_[rank - 1];
     loop(begin, end, {}, [&](llvm::Value* o, const Carried&) {
-      std::vector<llvm::Value*> base(offs_.begin(), offs_.end());
-      if (nout > 0) add_decomposed(base, o, 0, nout);
-      // acc (+) expression over [lo, hi) of the innermost dim, reassociated (vectorized).
-      auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi,
-                      const Carried& c) {
-        return loop(lo, hi, c, [&](llvm::Value* j, const Carried& cc) {
-          std::vector<llvm::Value*> pos = inner_pos(rb, j);
-          return flagged({combine(cc[0], expression(pos), true)}, cc);
-        });
-      };
-      Carried acc;
-      if (sum_in_double()) {
-        llvm::Value* blk = b_.getInt64(kRowBlock);
-        llvm::Value* nblocks = b_.CreateSDiv(b_.CreateAdd(inner, b_.getInt64(kRowBlock - 1)), blk);
-        acc =
-            nest(nout, rank - 1, base, with_flag({llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)}),
-                 [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-                   return loop(b_.getInt64(0), nblocks, c, [&](llvm::Value* k, const Carried& cc) {
-                     llvm::Value* lo = b_.CreateMul(k, blk);
-                     Carried init{constant(DType::Float32, 0)};
-                     if (checked()) init.push_back(cc.back());
-                     Carried part = fold(rb, lo, min64(b_.CreateAdd(lo, blk), inner), init);
-                     Carried next{b_.CreateFAdd(cc[0], b_.CreateFPExt(part[0], b_.getDoubleTy()))};
-                     if (checked()) next.push_back(part.back());
-                     return next;
-                   });
-                 });
-        store_out(base[out_op()], b_.CreateFPTrunc(acc[0], b_.getFloatTy()));
-      } else {
-        acc = nest(nout, rank - 1, base, with_flag({reduce_init()}),
-                   [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-                     return fold(rb, b_.getInt64(0), inner, c);
-                   });
-        store_out(base[out_op()], acc[0]);
-      }
+      const std::vector<llvm::Value*> base = row_base(o);
+      Carried acc = row_fold(base, spec_.reduce_op, spec_.out_dtype,
+                             static_cast<int>(spec_.exprs.size()) - 1);
+      store_out(base[out_op()], acc[0]);
       if (checked()) {
         if_set(acc.back(), [&] {
           report_failure([&](const Visit& visit) {
@@ -948,6 +1046,29 @@ class Emitter {
           });
         });
       }
+      return Carried{};
+    });
+  }
+
+  // RowFused: per row of [begin, end), each stage folded over the row in expression order, then
+  // the last expression stored at each point of the row (the row is still in cache).
+  void emit_row_fused(llvm::Value* begin, llvm::Value* end) {
+    const int rank = spec_.rank, nout = spec_.nout();
+    loop(begin, end, {}, [&](llvm::Value* o, const Carried&) {
+      const std::vector<llvm::Value*> base = row_base(o);
+      stage_.assign(spec_.exprs.size(), nullptr);
+      for (size_t i = 0; i < spec_.exprs.size(); ++i) {
+        const KExpr& e = spec_.exprs[i];
+        if (is_stage(e.op)) stage_[i] = row_fold(base, e.op, e.dtype, e.a)[0];
+      }
+      nest(nout, rank - 1, base, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
+        loop(b_.getInt64(0), sizes_[rank - 1], {}, [&](llvm::Value* j, const Carried&) {
+          std::vector<llvm::Value*> pos = inner_pos(rb, j);
+          store_out(pos[out_op()], expression(pos));
+          return Carried{};
+        });
+        return Carried{};
+      });
       return Carried{};
     });
   }
@@ -969,6 +1090,7 @@ class Emitter {
   llvm::Value* tile_ = nullptr;  // ColReduce float32 sums: the double accumulators
   // Set by expression(): every expression's value, and the checks at that point.
   std::vector<llvm::Value*> vals_, check_ok_, check_raw_;
+  std::vector<llvm::Value*> stage_;  // RowFused: each stage's value for the current row
   llvm::Value* point_bad_ = nullptr;
 };
 

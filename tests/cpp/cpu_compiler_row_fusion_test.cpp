@@ -1,0 +1,217 @@
+// CpuCompilerRowFusion: fusion rule 5b (fusion.cpp). A reduction over the trailing dims whose uses
+// all end in one elementwise kernel over its input's space becomes a stage of that kernel
+// (Scheme::RowFused): softmax, log_softmax, layer_norm and rms_norm are one kernel reading their
+// input once. Every plan is checked against the reference backend, and against the plan without
+// the rule (LAZULI_FUSE_ROWS=0), whose values the rule must not change.
+#include "cpu_compiler_util.h"
+
+namespace lz {
+namespace {
+
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of these test files
+
+class CpuCompilerRowFusion : public CpuCompilerTest {
+ protected:
+  void TearDown() override {
+    mutable_config().fuse_rows = true;
+    CpuCompilerTest::TearDown();
+  }
+};
+
+int row_kernels(const cpu::Plan& p) {
+  int n = 0;
+  for (const cpu::PlanStep& s : p.steps) {
+    n += s.kind == cpu::PlanStep::Kernel && p.kernels[s.kernel].spec.scheme == cpu::Scheme::RowFused;
+  }
+  return n;
+}
+
+// The cpu backend's results with rule 5b on and off are the same bits: a stage folds its row in
+// the order a row reduction kernel does.
+void expect_rule_changes_no_bits(const std::function<std::vector<Tensor>()>& program) {
+  mutable_config().fuse_rows = true;
+  std::vector<Result> on = run_on("cpu", program);
+  mutable_config().fuse_rows = false;
+  clear_compile_cache();
+  std::vector<Result> off = run_on("cpu", program);
+  mutable_config().fuse_rows = true;
+  clear_compile_cache();
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t k = 0; k < on.size(); ++k) {
+    EXPECT_EQ(on[k].i, off[k].i);
+    ASSERT_EQ(on[k].f.size(), off[k].f.size());
+    for (size_t e = 0; e < on[k].f.size(); ++e) {
+      if (std::isnan(on[k].f[e]) && std::isnan(off[k].f[e])) continue;
+      ASSERT_EQ(on[k].f[e], off[k].f[e]) << "output " << k << " at " << e;
+    }
+  }
+}
+
+Tensor layer_norm_of(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor centered = x - mean(x, {-1}, true);
+  Tensor var = mean(centered * centered, {-1}, true);
+  return centered * rsqrt(var + 1e-5f) * w + b;
+}
+
+TEST_F(CpuCompilerRowFusion, SoftmaxOverTheLastDimIsOneKernelReadingItsInputOnce) {
+  auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(row_kernels(p), 1);
+  EXPECT_EQ(p.arena_bytes, 0) << "no intermediate buffer";
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].spec.inputs.size(), 1u) << p.kernels[0].spec.pseudo_c("k");
+  expect_agree(program, 1e-6);
+  expect_rule_changes_no_bits(program);
+}
+
+TEST_F(CpuCompilerRowFusion, LogSoftmaxAndLayerNormAndRmsNormAreOneKernelEach) {
+  const Shape s = {24, 7, 40};
+  const int64_t n = 24 * 7 * 40;
+  std::vector<std::function<Tensor()>> cases = {
+      [&] { return nn::log_softmax(tensor<float>(ramp(n, 0.05f), s), -1); },
+      [&] {
+        return layer_norm_of(tensor<float>(ramp(n, 0.03f), s), tensor<float>(ramp(40, 0.1f), {40}),
+                             tensor<float>(ramp(40, 0.2f, 0.5f), {40}));
+      },
+      [&] { return nn::rms_norm(tensor<float>(ramp(n, 0.02f), s), {40}, tensor<float>(ramp(40), {40})); },
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    auto program = [&] { return std::vector<Tensor>{cases[c]()}; };
+    std::vector<Tensor> ts = program();
+    cpu::Plan p = plan_of(ts);
+    EXPECT_EQ(count_steps(p).kernels, 1) << "case " << c << "\n" << cpu::describe_plan(p);
+    EXPECT_EQ(row_kernels(p), 1) << "case " << c;
+    expect_agree(program, 1e-5, "case " + std::to_string(c));
+    expect_rule_changes_no_bits(program);
+  }
+}
+
+TEST_F(CpuCompilerRowFusion, ALayerNormOverTwoTrailingDimsFoldsBoth) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(6 * 5 * 33, 0.07f), {6, 5, 33});
+    Tensor centered = x - mean(x, {1, 2}, true);
+    return std::vector<Tensor>{centered * rsqrt(mean(centered * centered, {1, 2}, true) + 1e-5f)};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(row_kernels(p), 1);
+  expect_agree(program, 1e-5);
+  expect_rule_changes_no_bits(program);
+}
+
+TEST_F(CpuCompilerRowFusion, AReductionWithoutKeepdimBroadcastThroughViewsFolds) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(16 * 30, 0.1f), {16, 30});
+    Tensor m = reshape(amax(x, {1}), {16, 1});  // [16] -> [16, 1] -> broadcast over the row
+    return std::vector<Tensor>{x - expand(m, {16, 30})};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(row_kernels(p), 1);
+  expect_agree(program, 0);
+}
+
+TEST_F(CpuCompilerRowFusion, AReductionAlsoReadElsewhereStaysMaterialized) {
+  // The max is a graph root too: it is computed once by its own kernel, and the softmax's
+  // kernel reads it; the sum still folds.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(32 * 50, 0.1f), {32, 50});
+    Tensor m = amax(x, {1}, true);
+    Tensor e = exp(x - m);
+    return std::vector<Tensor>{e / sum(e, {1}, true), m};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 2) << cpu::describe_plan(p);
+  EXPECT_EQ(row_kernels(p), 1);
+  expect_agree(program, 1e-6);
+  expect_rule_changes_no_bits(program);
+}
+
+TEST_F(CpuCompilerRowFusion, AReductionOverALeadingDimIsNotFolded) {
+  auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(40 * 24, 0.1f), {40, 24}), 0)}; };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  expect_agree(program, 1e-6);
+}
+
+TEST_F(CpuCompilerRowFusion, AReducedValueReadAcrossTheRowFallsBackToItsOwnKernel) {
+  // s[j] is added to x[i, j]: the reduced value is indexed by the row's own dim, not broadcast
+  // over it, so the stage cannot be computed per row; the plan gives it its own kernel again.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(8 * 8, 0.1f), {8, 8});
+    return std::vector<Tensor>{x + sum(x, {1})};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 2) << cpu::describe_plan(p);
+  EXPECT_NE(cpu::describe_plan(p).find("does not fit"), std::string::npos) << cpu::describe_plan(p);
+  expect_agree(program, 1e-6);
+}
+
+TEST_F(CpuCompilerRowFusion, RowsOfOnePointAndASingleRowAgree) {
+  std::vector<std::function<Tensor()>> cases = {
+      [] { return nn::softmax(tensor<float>(ramp(16, 0.3f), {16, 1}), 1); },    // rows of one point
+      [] { return nn::softmax(tensor<float>(ramp(300, 0.05f), {300}), 0); },    // one row, no row index
+      [] { return nn::log_softmax(tensor<float>(ramp(2 * 3 * 1, 0.5f), {2, 3, 1}), -1); },
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    auto program = [&] { return std::vector<Tensor>{cases[c]()}; };
+    std::vector<Tensor> ts = program();
+    cpu::Plan p = plan_of(ts);
+    EXPECT_EQ(row_kernels(p), 1) << "case " << c << "\n" << cpu::describe_plan(p);
+    expect_agree(program, 1e-6, "case " + std::to_string(c));
+  }
+}
+
+TEST_F(CpuCompilerRowFusion, IntegerAndFloat64StagesAgreeExactlyOrClosely) {
+  auto ints = [] {
+    std::vector<int64_t> v(12 * 9);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 37) % 23) - 11;
+    Tensor x = tensor<int64_t>(v, {12, 9});
+    return std::vector<Tensor>{x - amax(x, {1}, true) + sum(x, {1}, true)};
+  };
+  std::vector<Tensor> ts = ints();
+  EXPECT_EQ(row_kernels(plan_of(ts)), 1) << cpu::describe_plan(plan_of(ts));
+  expect_agree(ints, 0);
+  auto f64 = [] {
+    return std::vector<Tensor>{nn::softmax(cast(tensor<float>(ramp(10 * 70, 0.2f), {10, 70}), DType::Float64), 1)};
+  };
+  expect_agree(f64, 1e-12);
+}
+
+TEST_F(CpuCompilerRowFusion, TheRuleSwitchedOffGivesTheMaterializedPlan) {
+  auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
+  mutable_config().fuse_rows = false;
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 3) << cpu::describe_plan(p);
+}
+
+TEST_F(CpuCompilerRowFusion, ALayerNormTrainingStepAgreesWithTheReference) {
+  // Forward and backward in one program: the statistics are read by both passes (not folded
+  // there), the backward's own row reductions may fold; every gradient agrees.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(12 * 48, 0.04f), {12, 48});
+    Tensor w = tensor<float>(ramp(48, 0.05f, 0.2f), {48});
+    Tensor b = tensor<float>(ramp(48, 0.01f), {48});
+    set_requires_grad(x);
+    set_requires_grad(w);
+    set_requires_grad(b);
+    Tensor y = layer_norm_of(x, w, b);
+    Tensor loss = sum(nn::softmax(y, -1) * tensor<float>(ramp(12 * 48, 0.3f), {12, 48}));
+    backward(loss);
+    return std::vector<Tensor>{loss, grad(x), grad(w), grad(b)};
+  };
+  expect_agree(program, 1e-4);
+}
+
+}  // namespace
+}  // namespace lz
