@@ -136,7 +136,9 @@ std::atomic<Storage::RetireHook> retire_hook{nullptr};
 
 void release_buffer_cache() { block_cache().release_all(); }
 
-void Storage::set_retire_hook(RetireHook hook) { retire_hook.store(hook, std::memory_order_release); }
+void Storage::set_retire_hook(RetireHook hook) {
+  retire_hook.store(hook, std::memory_order_release);
+}
 
 void Storage::retire(uint64_t id) {
   if (id == 0 || !derived_.load(std::memory_order_acquire)) return;

@@ -28,7 +28,9 @@ namespace lz {
 // and handed to a new Storage (the block cache) is a new identity; contents_changed() renews it
 // whenever the bytes may have changed after anyone read them: the executor calls it on every
 // output storage of a program once the program has run (a donated parameter's storage then
-// holds new contents), Backend::copy on its destination. Memory someone else may write behind
+// holds new contents), Backend::copy on its destination. Contract: code that writes a Storage
+// other than filling a new one before handing it out calls contents_changed() after writing,
+// before anyone may read it again. Memory someone else may write behind
 // Lazuli's back has content_id 0, "unknown", and nothing derived from it may be kept: external
 // memory (a numpy array, a torch tensor, from_blob) from birth, and Lazuli's own memory once it
 // has been handed out for writing (expose(): a numpy view, an address given to torch).
@@ -64,7 +66,6 @@ class Storage {
 
  private:
   void retire(uint64_t id);
-
 
   void* data_ = nullptr;
   size_t nbytes_ = 0;

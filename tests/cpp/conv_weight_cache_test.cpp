@@ -64,9 +64,7 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-Tensor conv(const Tensor& x, const Tensor& w) {
-  return lz::nn::conv2d(x, w, Tensor(), {1}, {1});
-}
+Tensor conv(const Tensor& x, const Tensor& w) { return lz::nn::conv2d(x, w, Tensor(), {1}, {1}); }
 
 // The same convolution over a fresh Lazuli copy of the weights' current values: a new storage,
 // so its blocked copy is made anew. The results must equal bit for bit.

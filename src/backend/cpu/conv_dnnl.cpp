@@ -359,8 +359,8 @@ bool run_parts(ir::OpKind op, const ir::ConvAttrs& a, const std::vector<interp::
           cc.reorder[1]->execute(ts.stream, plain, blocked);
           ts.stream.wait();
         };
-        blocked_w = weights.get(wo * static_cast<int64_t>(sizeof(float)), cc.plain[1], cc.md[1],
-                                reorder);
+        blocked_w =
+            weights.get(wo * static_cast<int64_t>(sizeof(float)), cc.plain[1], cc.md[1], reorder);
       }
       execute(ts, *c, args, data, blocked_w);
     }

@@ -94,7 +94,7 @@ class WeightCache {
     lru_.erase(item);
   }
 
-  std::mutex mu_;  // guards everything below
+  std::mutex mu_;        // guards everything below
   std::list<Item> lru_;  // most recently used first
   std::unordered_multimap<uint64_t, std::list<Item>::iterator> by_id_;
   size_t bytes_ = 0;
