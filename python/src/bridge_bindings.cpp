@@ -120,6 +120,7 @@ py::array numpy_view(const Tensor& t) {
   lz::frontend::finish_read(b);
   const std::shared_ptr<lz::Storage>& st = b->wait();
   lz::active_backend().check_device(*st, "numpy view");  // a host array over the memory itself
+  st->expose();  // the array may be written: nothing derived from these bytes may be kept
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   auto* keep = new lz::BufferPtr(b);
   py::capsule base(keep, [](void* p) { delete static_cast<lz::BufferPtr*>(p); });
@@ -131,7 +132,9 @@ uintptr_t buffer_address(const Tensor& t) {
   lz::BufferPtr b = t.impl()->buffer();
   if (!b) return 0;
   py::gil_scoped_release r;
-  return reinterpret_cast<uintptr_t>(b->wait()->data());
+  const std::shared_ptr<lz::Storage>& st = b->wait();
+  st->expose();  // whoever asks may write there (a torch tensor over the memory)
+  return reinterpret_cast<uintptr_t>(st->data());
 }
 
 // One graph recorded on stand-in inputs, compiled without running (warm-up), then run on new

@@ -81,6 +81,7 @@ void Backend::copy(const Storage& src, Storage& dst, size_t nbytes) {
                      std::to_string(src.nbytes()) + " and " + std::to_string(dst.nbytes()));
   }
   if (nbytes) std::memmove(dst.data(), src.data(), nbytes);
+  dst.contents_changed();
 }
 
 namespace {

@@ -77,7 +77,8 @@ class Backend {
   virtual std::shared_ptr<Storage> upload(const void* src, size_t nbytes);
   // Copies the first `nbytes` of `src` (on this device) to host memory `dst`.
   virtual void download(const Storage& src, void* dst, size_t nbytes);
-  // Copies the first `nbytes` of `src` to `dst`, both on this device.
+  // Copies the first `nbytes` of `src` to `dst`, both on this device, and renews dst's content id
+  // (core/buffer.h): an override must too.
   virtual void copy(const Storage& src, Storage& dst, size_t nbytes);
   // Throws ValueError unless `s` lives on this backend's device; `what` names the operation.
   void check_device(const Storage& s, const char* what) const;

@@ -124,11 +124,39 @@ size_t memory_limit_bytes() {
   return limit;
 }
 
+// Content ids: 0 is "unknown", so the first is 1; 64 bits never wrap.
+uint64_t next_content_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::atomic<Storage::RetireHook> retire_hook{nullptr};
+
 }  // namespace
 
 void release_buffer_cache() { block_cache().release_all(); }
 
-Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+void Storage::set_retire_hook(RetireHook hook) {
+  retire_hook.store(hook, std::memory_order_release);
+}
+
+void Storage::retire(uint64_t id) {
+  if (id == 0 || !derived_.load(std::memory_order_acquire)) return;
+  if (!derived_.exchange(false, std::memory_order_acq_rel)) return;
+  if (RetireHook hook = retire_hook.load(std::memory_order_acquire)) hook(id);
+}
+
+void Storage::contents_changed() {
+  uint64_t old = content_id_.load(std::memory_order_acquire);
+  do {
+    if (old == 0) return;  // unknown stays unknown
+  } while (!content_id_.compare_exchange_weak(old, next_content_id(), std::memory_order_acq_rel));
+  retire(old);
+}
+
+void Storage::expose() { retire(content_id_.exchange(0, std::memory_order_acq_rel)); }
+
+Storage::Storage(size_t nbytes) : nbytes_(nbytes), content_id_(next_content_id()) {
   if (nbytes > memory_limit_bytes() - kHugePage) {  // also keeps round_size from wrapping
     throw OutOfMemoryError("cannot allocate " + bytes_str(static_cast<double>(nbytes)) +
                            ": more than this machine's RAM and swap together, " +
@@ -157,6 +185,7 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceI
 }
 
 Storage::~Storage() {
+  retire(content_id_.load(std::memory_order_acquire));
   if (owner_) return;  // external memory: releasing owner_ is all there is to do
   if (!block_cache().give(data_, round_size(nbytes_))) std::free(data_);
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,18 @@
 
 namespace lz {
 
+// Contents identity (content_id): caches of something derived from a Storage's bytes (the
+// cpu backend's oneDNN-blocked copies of convolution weights, backend/cpu/conv_weights.h) key
+// what they keep by it. It is a number unique in the process and never reused, so memory freed
+// and handed to a new Storage (the block cache) is a new identity; contents_changed() renews it
+// whenever the bytes may have changed after anyone read them: the executor calls it on every
+// output storage of a program once the program has run (a donated parameter's storage then
+// holds new contents), Backend::copy on its destination. Contract: code that writes a Storage
+// other than filling a new one before handing it out calls contents_changed() after writing,
+// before anyone may read it again. Memory someone else may write behind
+// Lazuli's back has content_id 0, "unknown", and nothing derived from it may be kept: external
+// memory (a numpy array, a torch tensor, from_blob) from birth, and Lazuli's own memory once it
+// has been handed out for writing (expose(): a numpy view, an address given to torch).
 class Storage {
  public:
   explicit Storage(size_t nbytes);
@@ -37,11 +50,29 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceId device() const { return device_; }
 
+  uint64_t content_id() const { return content_id_.load(std::memory_order_acquire); }
+  // The bytes may have changed: a new content_id (0 stays 0).
+  void contents_changed();
+  // The memory is handed out for writing outside Lazuli: content_id is 0 from now on.
+  void expose();
+  // A cache keeps something derived from the current content_id: when that id is retired
+  // (renewed, exposed, or the Storage dies) the retire hook hears it, so the cache can free it
+  // early. Best effort: a cache must stay bounded without it.
+  void note_derived() const { derived_.store(true, std::memory_order_release); }
+  // The hook called with each retired id that note_derived() marked; one per process, set once by
+  // the cache that needs it. It may run on any thread, inside ~Storage.
+  using RetireHook = void (*)(uint64_t content_id);
+  static void set_retire_hook(RetireHook hook);
+
  private:
+  void retire(uint64_t id);
+
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   DeviceId device_;
   std::shared_ptr<void> owner_;  // set for external memory
+  std::atomic<uint64_t> content_id_{0};
+  mutable std::atomic<bool> derived_{false};
 };
 
 // Frees every block the Storage block cache keeps (core/buffer.cpp) back to the system.

@@ -90,6 +90,7 @@ Config read_env() {
   c.persistent_cache_read_only = env_bool("LAZULI_PERSISTENT_CACHE_READ_ONLY", false);
   c.persistent_cache_max_bytes = env_int("LAZULI_PERSISTENT_CACHE_MAX_BYTES", 1 << 30, 0);
   c.buffer_cache_bytes = env_int("LAZULI_BUFFER_CACHE_BYTES", -1, -1);
+  c.conv_weight_cache_bytes = env_int("LAZULI_CONV_WEIGHT_CACHE_BYTES", 256 << 20, 0);
   c.enable_param_aliasing = env_bool("LAZULI_ENABLE_PARAM_ALIASING", true);
   c.fuse_rows = env_bool("LAZULI_FUSE_ROWS", true);
   c.sync_wait = env_bool("LAZULI_SYNC_WAIT", false);

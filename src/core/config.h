@@ -16,6 +16,7 @@ struct Config {
   bool persistent_cache_read_only = false;  // LAZULI_PERSISTENT_CACHE_READ_ONLY
   int64_t persistent_cache_max_bytes = 1 << 30;  // LAZULI_PERSISTENT_CACHE_MAX_BYTES
   int64_t buffer_cache_bytes = -1;          // LAZULI_BUFFER_CACHE_BYTES (-1: a quarter of the RAM)
+  int64_t conv_weight_cache_bytes = 256 << 20;  // LAZULI_CONV_WEIGHT_CACHE_BYTES
   bool enable_param_aliasing = true;        // LAZULI_ENABLE_PARAM_ALIASING
   bool fuse_rows = true;                    // LAZULI_FUSE_ROWS
   bool sync_wait = false;                   // LAZULI_SYNC_WAIT

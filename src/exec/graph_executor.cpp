@@ -410,6 +410,11 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
   } catch (...) {
     error = std::current_exception();
   }
+  // The outputs hold new contents (a donated parameter's storage too): whatever a cache derived
+  // from their bytes before is stale. Renewed before the completion that lets readers see them.
+  for (const std::shared_ptr<Storage>& s : outs) {
+    if (s) s->contents_changed();
+  }
   if (!error) {
     for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
     for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);

@@ -4,8 +4,10 @@
 // weights, grouped weights viewed as G x O/G x I/G x ...). oneDNN's primitives on its own blocked
 // layouts (nChw16c, OIhw16i16o...) are 1.1-2x faster than on plain ones (bench/conv_bench,
 // RESULTS.md section 11), so a convolution runs blocked where it has enough output positions to
-// pay for the weights' reorder (prefer_blocked): each part reorders its inputs in and its output
-// out, per call, into per-thread scratch; below that it runs on the plain layouts directly.
+// pay for the weights' reorder (prefer_blocked): each part reorders its activations in and its
+// output out, per call, into per-thread scratch; the weights' blocked copy is made once per call
+// for all its parts, and kept across calls while the weights' storage is unchanged
+// (conv_weights.h); below that it runs on the plain layouts directly.
 // Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is cut into one
 // part per pool thread, each part runs the primitive single-threaded (the weight gradient sums
 // its parts' partial gradients at the end). With fewer batch entries than threads (batch-1
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/conv_weights.h"
 #include "backend/interp/kernels.h"
 #include "core/thread_pool.h"
 #include "ir/node.h"
@@ -220,12 +223,17 @@ std::shared_ptr<Cached> primitive_for(ThreadState& ts, ir::OpKind op, const Geom
 }
 
 // Runs c's primitive over the three operands (plain buffers, in Cached's operand order):
-// blocked operands go through this thread's scratch.
+// blocked operands go through this thread's scratch, except operand 1 where `blocked_1` is its
+// blocked copy already (the weights, conv_weights.h).
 void execute(ThreadState& ts, const Cached& c, const int args[kOperands],
-             const void* const data[kOperands]) {
+             const void* const data[kOperands], const void* blocked_1) {
   std::unordered_map<int, memory> bound;
   memory plain_out;
   for (int i = 0; i < kOperands; ++i) {
+    if (i == 1 && blocked_1) {
+      bound[args[i]] = memory(c.md[i], ts.engine, const_cast<void*>(blocked_1));
+      continue;
+    }
     memory plain(c.plain[i], ts.engine, const_cast<void*>(data[i]));
     if (!c.reorder[i]) {
       bound[args[i]] = plain;
@@ -271,6 +279,10 @@ bool run_parts(ir::OpKind op, const ir::ConvAttrs& a, const std::vector<interp::
   // Partial weight gradients of the batch parts after the first (the first writes the output).
   const bool partial_dw = op == ir::OpKind::ConvBackwardWeight && !by_channel;
   std::vector<std::vector<float>> partial(partial_dw ? parts - 1 : 0);
+  // The weights' blocked copies, made once for all parts (and kept across calls where in[1] is
+  // a parameter's storage that this program does not overwrite).
+  const bool weights_in = op == ir::OpKind::Conv || op == ir::OpKind::ConvBackwardInput;
+  CallWeights weights(weights_in ? in[1].storage : nullptr);
   std::atomic<bool> ok{true};
   runtime_pool().parallel_for(parts, 1, 1, [&](int64_t p0, int64_t p1) {
     ThreadState& ts = thread_state();
@@ -338,7 +350,19 @@ bool run_parts(ir::OpKind op, const ir::ConvAttrs& a, const std::vector<interp::
           ok = false;
           return;
       }
-      execute(ts, *c, args, data);
+      const void* blocked_w = nullptr;
+      if (weights_in && c->reorder[1]) {
+        const Cached& cc = *c;
+        auto reorder = [&](void* dst) {
+          memory plain(cc.plain[1], ts.engine, const_cast<void*>(data[1]));
+          memory blocked(cc.md[1], ts.engine, dst);
+          cc.reorder[1]->execute(ts.stream, plain, blocked);
+          ts.stream.wait();
+        };
+        blocked_w =
+            weights.get(wo * static_cast<int64_t>(sizeof(float)), cc.plain[1], cc.md[1], reorder);
+      }
+      execute(ts, *c, args, data, blocked_w);
     }
   });
   if (!ok) return false;

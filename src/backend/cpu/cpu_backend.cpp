@@ -79,10 +79,12 @@ class CpuProgram final : public Executable {
     for (size_t p = params.size(); p-- > 0;) param_of[params[p]->data()] = static_cast<int>(p);
     std::vector<bool> donated(outputs.size(), false);
     std::vector<uint8_t> into_param(plan_.values.size(), 0);  // value written into a donated param
+    std::vector<uint8_t> param_written(params.size(), 0);  // a donated param (an output's storage)
     for (size_t r = 0; r < outputs.size(); ++r) {
       auto it = param_of.find(outputs[r]->data());
       if (it == param_of.end()) continue;
       donated[r] = true;
+      param_written[it->second] = 1;
       if (copy[r]) continue;
       int v = plan_.root_value[r];
       into_param[v] = 1;
@@ -93,6 +95,14 @@ class CpuProgram final : public Executable {
         ptr[v] = spills.back()->data();
         copy[r] = true;
       }
+    }
+    // Per value: its parameter's Storage where this program does not write it, for library
+    // calls that keep what they derive from its bytes (conv_weights.h). Lazuli's own storages
+    // never share memory, so an output over a parameter's memory is that parameter's storage.
+    std::vector<const Storage*> stable(plan_.values.size(), nullptr);
+    for (size_t v = 0; v < plan_.values.size(); ++v) {
+      const ValueHome& h = plan_.values[v].home;
+      if (h.kind == ValueHome::Param && !param_written[h.index]) stable[v] = params[h.index];
     }
     // A failed step fails everything computed from it; the rest still runs (backend.h).
     std::vector<uint8_t> failed(plan_.values.size(), 0);
@@ -122,7 +132,7 @@ class CpuProgram final : public Executable {
       }
       int node = s.node;
       try {
-        run_step(s, i, ptr, ptrs, &node);
+        run_step(s, i, ptr, stable, ptrs, &node);
       } catch (...) {
         if (!first_error) {
           first_error = std::current_exception();
@@ -149,7 +159,8 @@ class CpuProgram final : public Executable {
   // kernel or a kernel with index checks may throw on bad data (an index out of range); *node
   // is then the failing node.
   void run_step(const PlanStep& s, size_t i, const std::vector<void*>& ptr,
-                std::vector<void*>& ptrs, int* node) const {
+                const std::vector<const Storage*>& stable, std::vector<void*>& ptrs,
+                int* node) const {
     if (s.kind == PlanStep::Kernel) {
       if (s.range == 0) return;
       ptrs.clear();
@@ -177,7 +188,7 @@ class CpuProgram final : public Executable {
     }
     std::vector<interp::ConstArray> in;
     for (size_t j = 0; j < s.inputs.size(); ++j) {
-      in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]]});
+      in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]], stable[s.inputs[j]]});
     }
     const PlanValue& ov = plan_.values[s.output];
     interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};

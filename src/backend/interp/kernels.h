@@ -10,12 +10,20 @@
 #include "core/shape.h"
 #include "ir/node.h"
 
+namespace lz {
+class Storage;
+}
+
 namespace lz::interp {
 
 struct ConstArray {
   DType dtype;
   const Shape* shape;
   const void* data;
+  // The Storage `data` is the start of, when nothing writes it while the kernel runs (a
+  // parameter no output of the program overwrites): a library call may key what it derives from
+  // the bytes by its content id (cpu/conv_weights.h). Null: no such promise.
+  const Storage* storage = nullptr;
 };
 
 struct MutArray {
