@@ -83,6 +83,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
     throw ValueError("embedding: weight must be 2-D [num_embeddings, embedding_dim], got " +
                      std::string(dtype_name(weight.dtype())) + shape_str(weight.shape()));
   }
+  frontend::check_index_values(indices, weight.shape()[0], /*allow_negative=*/false, "embedding");
   IntList out_shape = indices.shape();
   out_shape.push_back(weight.shape()[1]);
   return reshape(index_select(weight, 0, reshape(indices, {-1})), out_shape);

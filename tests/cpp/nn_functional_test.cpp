@@ -109,8 +109,13 @@ TEST(NnFunctional, EmbeddingTakesRowsAndNamesItselfInErrors) {
   Tensor weight = make({0, 1, 2, 3, 4, 5}, {3, 2});
   expect_values(nn::embedding(make({2, 0, 1, 2}, {2, 2}, kInt64), weight), kFloat32, {2, 2, 2},
                 {4, 5, 0, 1, 2, 3, 4, 5});
-  // Index values are data: checked when the program runs, the error naming embedding.
-  expect_error<lz::Error>([&] { nn::embedding(make({3}, {1}, kInt64), weight).to_vector<float>(); },
+  // Host index values are checked at the line; others when the program runs. Both name embedding.
+  expect_error<lz::IndexError>([&] { nn::embedding(make({3}, {1}, kInt64), weight); },
+                               {"embedding: index 3 is out of range for size 3"});
+  Tensor on_device = make({3}, {1}, kInt64) + 0;
+  lz::sync_tensors({on_device}, /*wait=*/true);
+  ASSERT_EQ(lz::debug::tensor_state(on_device), "device_data");
+  expect_error<lz::Error>([&] { nn::embedding(on_device, weight).to_vector<float>(); },
                           {"embedding", "index 3"});
   expect_error<lz::TypeError>([&] { nn::embedding(make({0}, {1}), weight); },
                               {"embedding", "float32[1]"});
