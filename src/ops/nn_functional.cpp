@@ -9,11 +9,18 @@
 #include "lazuli/nn.h"
 #include "lazuli/runtime.h"
 #include "ops/frontend.h"
+#include "ops/nn_checks.h"
 
 namespace lz::nn {
+using detail::check_defined;
+using detail::number_str;
 using frontend::desc;
 
-namespace {
+namespace detail {
+
+void check_defined(const char* op, const Tensor& t, const char* what) {
+  if (!t.defined()) throw ValueError(std::string(op) + ": " + what + " is an undefined tensor");
+}
 
 std::string number_str(double v) {
   char buf[32];
@@ -21,9 +28,9 @@ std::string number_str(double v) {
   return buf;
 }
 
-void check_defined(const char* op, const Tensor& x, const char* what) {
-  if (!x.defined()) throw ValueError(std::string(op) + ": " + what + " is an undefined tensor");
-}
+}  // namespace detail
+
+namespace {
 
 // The shift only keeps exp in range; it cancels in the value, so no gradient flows through it.
 Tensor shifted(const char* op, const Tensor& x, int64_t dim) {

@@ -1,8 +1,6 @@
 // lz::nn losses (include/lazuli/nn.h): nll_loss, cross_entropy and mse_loss with PyTorch's weight,
 // ignore_index, reduction and label_smoothing, composite in public ops (their gradients come from
 // the primitives' rules). lz.nn.functional binds these; its wrappers only convert arguments.
-#include <cmath>
-#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -10,8 +8,12 @@
 #include "ir/origin.h"
 #include "lazuli/nn.h"
 #include "ops/frontend.h"
+#include "ops/nn_checks.h"
 
 namespace lz::nn {
+using detail::check_defined;
+using detail::number_str;
+
 namespace {
 
 // "(4, 3)", "(3,)", "()": shapes as a Python user writes them, since these messages reach Python.
@@ -24,16 +26,6 @@ std::string tuple_str(const Shape& s) {
 // "float32 (4, 3)"
 std::string arg_str(const Tensor& t) {
   return std::string(dtype_name(t.dtype())) + " " + tuple_str(t.shape());
-}
-
-std::string number_str(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-void check_defined(const char* op, const Tensor& t, const char* arg) {
-  if (!t.defined()) throw ValueError(std::string(op) + ": " + arg + " is an undefined tensor");
 }
 
 void check_reduction(const char* op, const std::string& reduction) {
