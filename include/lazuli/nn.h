@@ -13,14 +13,46 @@
 
 namespace lz::nn {
 
+// The functional ops lz.nn.functional binds (one implementation: Python forwards here). Each is
+// composite in public ops, so its gradient comes from the primitives' rules. Errors name the op,
+// the shapes and the dtypes.
+
 // x @ weight^T (+ bias): weight [out, in], bias [out].
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// exp(x - max) / sum along dim; the max is detached (it cancels in the value).
 Tensor softmax(const Tensor& x, int64_t dim = -1);
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);
-// Mean cross entropy of logits [N, C] against class indices [N] (int64); targets equal to
-// ignore_index (PyTorch's default -100) add nothing and the mean is over the others.
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
-Tensor mse_loss(const Tensor& input, const Tensor& target);
+// PyTorch's gelu: approximate "none" is lz::gelu (erf); "tanh" is the tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x, const std::string& approximate);
+// Zeroes elements with probability p (a mask from the device RNG, so each step draws a new one
+// without changing the graph) and scales the rest by 1 / (1 - p); x itself when !training or
+// p == 0. p must be in [0, 1].
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Normalizes over the last dims (normalized_shape), the variance biased, then weight and bias
+// (of normalized_shape) when given.
+Tensor layer_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// The rows of weight [num_embeddings, dim] at integer indices [...] -> [..., dim]. A bad index
+// raises naming embedding (at the line for indices on the host, else when the program runs).
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// ---- losses (src/ops/nn_loss.cpp), PyTorch's semantics ----
+// reduction: "mean", "sum" or "none". Inside an autocast region 16-bit inputs compute in float32.
+// Class-index losses take input (N, C, d...) or unbatched (C,), target (N, d...) or () of int64
+// (or int32) class indices; targets equal to ignore_index add nothing, and "mean" is the mean
+// weighted by weight[target] over the targets not ignored. weight: one per class, or undefined.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
+                int64_t ignore_index = -100, const std::string& reduction = "mean");
+// log_softmax over dim 1, then nll_loss. A target of the input's shape holds class probabilities
+// instead (floating point; "mean" is over the samples). label_smoothing in [0, 1] mixes the
+// target with the uniform distribution, as PyTorch.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                     int64_t ignore_index = -100, const std::string& reduction = "mean",
+                     double label_smoothing = 0.0);
+// The mean over class indices without a weight (the common training loss).
+Tensor cross_entropy(const Tensor& input, const Tensor& target, int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
 // ---- convolution (PyTorch's names and arguments; inputs [N, C, *spatial] or unbatched
 // [C, *spatial]; a single value of stride/padding/dilation applies to every spatial dim) ----

@@ -55,17 +55,3 @@ class autocast:  # noqa: N801  (PyTorch's spelling)
                 return fn(*args, **kwargs)
         return inner
 
-
-def _bias(bias):
-    """A composite's float32 bias in the region's dtype, so linear and conv return it."""
-    enabled, dtype = _C._autocast_state()
-    if enabled and bias is not None and bias.dtype == _C.dtype.float32:
-        return bias.to(dtype)
-    return bias
-
-
-def _float32(t):
-    """A loss's 16-bit input as float32 inside a region (losses compute in float32 there)."""
-    if t is not None and _C._autocast_state()[0] and t.dtype in (_C.dtype.bfloat16, _C.dtype.float16):
-        return t.float()
-    return t

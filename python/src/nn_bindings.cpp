@@ -1,7 +1,7 @@
-// lazuli._C._nn: convolution, pooling and normalization (lz::nn, include/lazuli/nn.h), beside the
-// composites of composite_bindings.cpp, under the names lz.nn.functional re-exports (so argument
-// errors say "lz.nn.functional.conv2d()"). Ints or tuples of ints convert as PyTorch's _pair does; None for
-// an optional tensor is an undefined Tensor.
+// lazuli._C._nn: the functional ops, losses, convolution, pooling and normalization (lz::nn,
+// include/lazuli/nn.h), beside the composites of composite_bindings.cpp, under the names
+// lz.nn.functional re-exports (so argument errors say "lz.nn.functional.conv2d()"). Ints or tuples
+// of ints convert as PyTorch's _pair does; None for an optional tensor is an undefined Tensor.
 #include "bindings.h"
 
 namespace lzpy {
@@ -23,6 +23,59 @@ lz::nn::ConvPadding padding_arg(const py::object& v) {
 
 void bind_nn_layers(py::module_& parent) {
   py::module_ m = parent.attr("_nn");
+  // The functional ops lz.nn.functional wraps (its wrappers keep PyTorch's signatures and
+  // argument messages; every semantic is here, in C++).
+  m.def(
+      "linear",
+      [](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias) {
+        return lz::nn::linear(x, w, opt_tensor(bias, "bias"));
+      },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none());
+  m.def("softmax", &lz::nn::softmax, py::arg("input"), py::arg("dim") = -1);
+  m.def("log_softmax", &lz::nn::log_softmax, py::arg("input"), py::arg("dim") = -1);
+  m.def(
+      "gelu",
+      [](const lz::Tensor& x, const std::string& approximate) {
+        return lz::nn::gelu(x, approximate);
+      },
+      py::arg("input"), py::arg("approximate") = "none");
+  m.def("dropout", &lz::nn::dropout, py::arg("input"), py::arg("p") = 0.5,
+        py::arg("training") = true);
+  m.def(
+      "layer_norm",
+      [](const lz::Tensor& x, const py::object& normalized_shape, const py::object& weight,
+         const py::object& bias, double eps) {
+        return lz::nn::layer_norm(x, ints(normalized_shape, "normalized_shape"),
+                                  opt_tensor(weight, "weight"), opt_tensor(bias, "bias"), eps);
+      },
+      py::arg("input"), py::arg("normalized_shape"), py::arg("weight") = py::none(),
+      py::arg("bias") = py::none(), py::arg("eps") = 1e-5);
+  m.def("embedding", &lz::nn::embedding, py::arg("input"), py::arg("weight"));
+  m.def(
+      "nll_loss",
+      [](const lz::Tensor& x, const lz::Tensor& target, const py::object& weight,
+         int64_t ignore_index, const std::string& reduction) {
+        return lz::nn::nll_loss(x, target, opt_tensor(weight, "weight"), ignore_index, reduction);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("ignore_index") = -100, py::arg("reduction") = "mean");
+  m.def(
+      "cross_entropy",
+      [](const lz::Tensor& x, const lz::Tensor& target, const py::object& weight,
+         int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+        return lz::nn::cross_entropy(x, target, opt_tensor(weight, "weight"), ignore_index,
+                                     reduction, label_smoothing);
+      },
+      py::arg("input"), py::arg("target"), py::arg("weight") = py::none(),
+      py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
+      py::arg("label_smoothing") = 0.0);
+  m.def(
+      "mse_loss",
+      [](const lz::Tensor& x, const lz::Tensor& target, const std::string& reduction) {
+        return lz::nn::mse_loss(x, target, reduction);
+      },
+      py::arg("input"), py::arg("target"), py::arg("reduction") = "mean");
+
   for (int sp : {1, 2}) {
     auto conv = [sp](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias,
                      const py::object& stride, const py::object& padding,

@@ -1,12 +1,14 @@
-// lz::nn normalization (include/lazuli/nn.h): batch_norm, group_norm and rms_norm, composite in
-// public ops (their gradients come from the primitives' rules; mean and variance are reductions
-// the cpu backend fuses with their producers).
+// lz::nn normalization (include/lazuli/nn.h): layer_norm, batch_norm, group_norm and rms_norm,
+// composite in public ops (their gradients come from the primitives' rules; mean and variance are
+// reductions the cpu backend fuses with their producers).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/shape.h"
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
+#include "ops/frontend.h"
 
 namespace lz::nn {
 namespace {
@@ -26,6 +28,31 @@ Tensor per_channel(const Tensor& p, int64_t rank) {
   return reshape(p, s);
 }
 
+// The last dims of x that normalized_shape names, checked against it and against weight and bias.
+IntList trailing_dims(const char* op, const Tensor& x, const IntList& normalized_shape,
+                      const Tensor& weight, const Tensor& bias) {
+  if (!x.defined()) throw ValueError(std::string(op) + ": the input is undefined");
+  const size_t k = normalized_shape.size();
+  if (k == 0 || k > x.shape().size() ||
+      !std::equal(normalized_shape.begin(), normalized_shape.end(),
+                  x.shape().end() - static_cast<int64_t>(k))) {
+    throw ValueError(frontend::desc(op, x) + ": the input's last dims do not match " +
+                     "normalized_shape " + shape_str(normalized_shape));
+  }
+  auto check_param = [&](const Tensor& p, const char* arg) {
+    if (p.defined() && p.shape() != normalized_shape) {
+      throw ValueError(std::string(op) + ": " + arg + " of shape " + shape_str(p.shape()) +
+                       " does not match normalized_shape " + shape_str(normalized_shape));
+    }
+  };
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+  IntList dims;
+  for (size_t i = 0; i < k; ++i)
+    dims.push_back(x.dim() - static_cast<int64_t>(k) + static_cast<int64_t>(i));
+  return dims;
+}
+
 Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, int64_t rank) {
   if (weight.defined()) y = y * per_channel(weight, rank);
   if (bias.defined()) y = y + per_channel(bias, rank);
@@ -33,6 +60,16 @@ Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, int64_t rank) 
 }
 
 }  // namespace
+
+Tensor layer_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  IntList dims = trailing_dims("layer_norm", x, normalized_shape, weight, bias);
+  Tensor centered = x - mean(x, dims, true);
+  Tensor y = centered * rsqrt(mean(centered * centered, dims, true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
@@ -110,23 +147,10 @@ Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& 
                 std::optional<double> eps) {
   if (!x.defined()) throw ValueError("rms_norm: the input is undefined");
   if (!is_floating(x.dtype())) throw TypeError("rms_norm: needs a floating input");
-  const size_t k = normalized_shape.size();
-  if (k == 0 || k > x.shape().size() ||
-      !std::equal(normalized_shape.begin(), normalized_shape.end(),
-                  x.shape().end() - static_cast<int64_t>(k))) {
-    throw ValueError("rms_norm: the input's last dims " + shape_str(x.shape()) +
-                     " do not match normalized_shape " + shape_str(normalized_shape));
-  }
-  if (weight.defined() && weight.shape() != normalized_shape) {
-    throw ValueError("rms_norm: weight of shape " + shape_str(weight.shape()) +
-                     " does not match normalized_shape " + shape_str(normalized_shape));
-  }
+  IntList dims = trailing_dims("rms_norm", x, normalized_shape, weight, Tensor());
   // PyTorch's default eps: the machine epsilon of the input's dtype.
   double e = eps.value_or(x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
                                                       : std::numeric_limits<float>::epsilon());
-  IntList dims;
-  for (size_t i = 0; i < k; ++i)
-    dims.push_back(x.dim() - static_cast<int64_t>(k) + static_cast<int64_t>(i));
   Tensor y = x * rsqrt(mean(x * x, dims, true) + e);
   return weight.defined() ? y * weight : y;
 }
