@@ -15,9 +15,9 @@ Workloads (float32, LAZULI_NUM_THREADS=2 unless --threads):
 
 `--against DIR` runs the same workloads with the lazuli package found in DIR (e.g. a copy of an
 earlier build's python/ folder) in alternating subprocesses (MACHINE.md: the machine is noisy)
-and prints both medians and their ratio. `--baseline-env NAME=VALUE` runs this same package
-with that environment variable set as the baseline instead (e.g. LAZULI_FUSE_ROWS=0: softmax
-and layer_norm without fusion rule 5b).
+and prints both medians and their ratio. `--baseline-env NAME=VALUE` adds a baseline that runs
+this same package with that environment variable set (e.g. LAZULI_FUSE_ROWS=0: softmax and
+layer_norm without fusion rule 5b).
 
 Run: PYTHONPATH=python /usr/bin/python3 bench/reduction_bench.py [--rounds N] [--against DIR |
      --baseline-env NAME=VALUE] [--only w1,w2]
@@ -154,7 +154,7 @@ def main():
     candidates = [("this build", here, {})]
     if a.against:
         candidates.append(("baseline", a.against, {}))
-    elif a.baseline_env:
+    if a.baseline_env:
         name, _, value = a.baseline_env.partition("=")
         candidates.append((a.baseline_env, here, {name: value}))
     runs = {label: [] for label, _, _ in candidates}
@@ -164,12 +164,11 @@ def main():
             runs[label].append(run_worker(path, a.iters, a.only, env))
     print(f"threads {THREADS}, {a.rounds} rounds x {a.iters} timed syncs, medians (ms)")
     header = f"{'workload':<15}" + "".join(f"{label:>14}" for label, _, _ in candidates)
-    print(header + ("   ratio (this/baseline)" if len(candidates) > 1 else ""))
+    print(header + ("   this/baseline, per baseline" if len(candidates) > 1 else ""))
     for name in runs[candidates[0][0]][0]["ms"]:
         meds = [statistics.median(r["ms"][name] for r in runs[label]) for label, _, _ in candidates]
         line = f"{name:<15}" + "".join(f"{m:>14.3f}" for m in meds)
-        if len(candidates) > 1:
-            line += f"   {meds[0] / meds[1]:.2f}"
+        line += "   " + " ".join(f"{meds[0] / m:.2f}" for m in meds[1:])
         print(line)
     for label, _, _ in candidates:
         if not runs[label][0]["accuracy"]:

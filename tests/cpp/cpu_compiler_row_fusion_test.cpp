@@ -140,6 +140,19 @@ TEST_F(CpuCompilerRowFusion, AReductionOverALeadingDimIsNotFolded) {
   expect_agree(program, 1e-6);
 }
 
+TEST_F(CpuCompilerRowFusion, RowsLongerThanTheLimitAreNotFolded) {
+  // x - mean(x) over one row of 70000: one long row would run the outputs on one thread.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(70000, 2e-5f), {70000});
+    return std::vector<Tensor>{x - mean(x)};
+  };
+  std::vector<Tensor> ts = program();
+  cpu::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 2);
+  expect_agree(program, 1e-6);
+}
+
 TEST_F(CpuCompilerRowFusion, AReducedValueReadAcrossTheRowFallsBackToItsOwnKernel) {
   // s[j] is added to x[i, j]: the reduced value is indexed by the row's own dim, not broadcast
   // over it, so the stage cannot be computed per row; the plan gives it its own kernel again.

@@ -36,7 +36,9 @@
 //     computed once per row. A reduction also read elsewhere (a graph root, another kernel, a
 //     library call, the saved statistics of a backward pass) stays materialized, and so does
 //     one whose kernel turns out not to fit (index checks, a view of the reduced value that is
-//     not the row's broadcast, more than kMaxRowKernelOps ops).
+//     not the row's broadcast, more than kMaxRowKernelOps ops). Rows longer than
+//     kMaxRowElements are not fused: they do not stay in cache, and few long rows (a whole-tensor
+//     mean) would leave the outputs' work on one thread.
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
 //  7. Matrix products are library calls (oneDNN sgemm for float32); ops the code generator does
 //     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
@@ -87,6 +89,9 @@ constexpr int kMaxRecomputedOps = 8;
 constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
 constexpr int kMaxRowKernelOps = 2 * kMaxKernelOps;
+// Rule 5b keeps a row in cache between its passes; a longer row gains nothing from it and a
+// kernel of few long rows would run its outputs on few threads (one row each).
+constexpr int64_t kMaxRowElements = 65536;  // 256 KiB of float32; the L2 here is 1 MiB a core
 constexpr int64_t kGrainElements = 32768;
 constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
@@ -442,15 +447,18 @@ class Planner {
   }
 
   // ---- rule 5b: row fusion ----
-  // Reduction r reduces the trailing dims of its input.
-  bool reduces_trailing(const Node* r) const {
+  // Reduction r reduces the trailing dims of its input, at most kMaxRowElements of them.
+  bool reduces_short_rows(const Node* r) const {
     std::vector<int64_t> d = r->attr<ir::ReduceAttrs>().dims;
     std::sort(d.begin(), d.end());
-    const int64_t first = static_cast<int64_t>(op0(r).shape().size() - d.size());
+    const Shape& in = op0(r).shape();
+    const int64_t first = static_cast<int64_t>(in.size() - d.size());
+    int64_t row = 1;
     for (size_t k = 0; k < d.size(); ++k) {
       if (d[k] != first + static_cast<int64_t>(k)) return false;
+      row *= in[d[k]];
     }
-    return !d.empty();
+    return !d.empty() && row <= kMaxRowElements;
   }
 
   // The one kernel every use of r's value ends in, through unmaterialized elementwise ops and
@@ -510,7 +518,7 @@ class Planner {
     const auto& po = g_.post_order;
     for (size_t i = po.size(); i-- > 0;) {  // users first: a later reduction may take an earlier
       const Node* r = po[i];
-      if (kind_of(r) != Kind::Reduce || !reduces_trailing(r)) continue;
+      if (kind_of(r) != Kind::Reduce || !reduces_short_rows(r)) continue;
       const Node* k = row_sink(r);
       if (!row_kernel_ok(r, k)) continue;
       stage_of_[r] = k;
