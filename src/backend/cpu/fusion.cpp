@@ -204,7 +204,6 @@ class Planner {
     for (const Node* n : po) {
       for (const ir::Value& v : n->operands) {
         users_[idx(v.node.get())]++;
-        user_of_[v.node.get()] = n;
         user_list_[idx(v.node.get())].push_back(n);
       }
     }
@@ -346,7 +345,7 @@ class Planner {
             need_dense(out_of(v), n);
           }
           if (n->op == OpKind::MatMul && n->dtype == DType::Float32 && n->shape.size() == 2 && users_[i] == 1) {
-            const Node* t = user_of_.count(n) ? user_of_.at(n) : nullptr;
+            const Node* t = user_list_[i].empty() ? nullptr : user_list_[i].back();
             if (t && t->op == OpKind::Permute &&
                 t->attr<ir::PermuteAttrs>().perm == std::vector<int64_t>{1, 0}) {
               transposed_mm_[t] = n;
@@ -514,6 +513,19 @@ class Planner {
     return false;
   }
 
+  // Rule 4 again for the per-row values rule 5b kept from it that still read a materialized
+  // reduction; each one materialized is appended to `done` (when given). True if any.
+  bool restore_rule4(std::vector<const Node*>* done = nullptr) {
+    bool any = false;
+    for (const auto& [x, by] : row_broadcast_) {
+      if (mat_[idx(x)] || !reads_materialized_reduction(x)) continue;
+      materialize(x, "broadcast by " + label(by) + " (rule 4)");
+      if (done) done->push_back(x);
+      any = true;
+    }
+    return any;
+  }
+
   void fuse_rows() {
     const auto& po = g_.post_order;
     for (size_t i = po.size(); i-- > 0;) {  // users first: a later reduction may take an earlier
@@ -527,13 +539,7 @@ class Planner {
     // Rule 4 again where a per-row value still reads a materialized reduction; a stage whose uses
     // no longer end in its kernel (a value just materialized) is materialized too; until stable.
     for (bool changed = true; changed;) {
-      changed = false;
-      for (const auto& [x, by] : row_broadcast_) {
-        if (!mat_[idx(x)] && reads_materialized_reduction(x)) {
-          materialize(x, "broadcast by " + label(by) + " (rule 4)");
-          changed = true;
-        }
-      }
+      changed = restore_rule4();
       for (size_t i = po.size(); i-- > 0;) {
         auto it = stage_of_.find(po[i]);
         if (it != stage_of_.end() && row_sink(po[i]) != it->second) {
@@ -1101,12 +1107,7 @@ class Planner {
       mat_[idx(r)] = true;
       redo.push_back(r);
     }
-    for (const auto& [x, by] : row_broadcast_) {
-      if (!mat_[idx(x)] && reads_materialized_reduction(x)) {
-        materialize(x, "broadcast by " + label(by) + " (rule 4)");
-        redo.push_back(x);
-      }
-    }
+    restore_rule4(&redo);
     std::sort(redo.begin(), redo.end(), [&](const Node* a, const Node* b) { return idx(a) < idx(b); });
     for (const Node* r : redo) kernel_for(r);
   }
@@ -1219,7 +1220,7 @@ class Planner {
   std::vector<bool> mat_;
   std::vector<int> cost_;
   std::vector<bool> has_check_;  // a fused (not materialized) index check is in its expression
-  std::vector<std::vector<const Node*>> user_list_;
+  std::vector<std::vector<const Node*>> user_list_;  // per node, its users (once per operand use)
   std::vector<bool> is_root_;
   // Rule 5b: per-row values; broadcasts rule 4 left to it (value, expand); each folded reduction's
   // kernel, and those kernels.
@@ -1231,7 +1232,6 @@ class Planner {
   std::vector<std::pair<const Node*, int>> trial_keys_;
   std::map<std::pair<const Node*, int>, int> value_;  // (node, output) -> plan value
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
-  std::unordered_map<const Node*, const Node*> user_of_;        // a user of each node (the only one when users_ is 1)
   std::unordered_map<const Node*, const Node*> transposed_mm_;  // transpose -> the product it computes
 };
 

@@ -972,8 +972,7 @@ class Emitter {
     auto key = [&](llvm::Value* i) {
       return b_.CreateXor(i, b_.CreateLShr(b_.CreateAShr(i, bits - 1), 1));
     };
-    const double inf = std::numeric_limits<double>::infinity();
-    llvm::Value* init_key = key(b_.CreateBitCast(constant(t, is_max ? -inf : inf), it));
+    llvm::Value* init_key = key(b_.CreateBitCast(reduce_init(op, t), it));
     Carried fast = nest(
         nout, rank - 1, base, with_flag({init_key, b_.getInt8(0)}),
         [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
@@ -996,7 +995,7 @@ class Emitter {
     b_.SetInsertPoint(cold);
     // In order: a NaN accumulator stays; a NaN or a strictly better value replaces it.
     Carried exact = nest(
-        nout, rank - 1, base, with_flag({constant(t, is_max ? -inf : inf)}),
+        nout, rank - 1, base, with_flag({reduce_init(op, t)}),
         [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
           return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
             llvm::Value* v = expression(inner_pos(rb, j), expr);
