@@ -56,7 +56,8 @@ def _lazuli_counters():
     c = lz.debug.counter_value
     names = ["KernelCompile", "UncachedCompile", "CachedCompile", "PersistentCacheHit",
              "PersistentCacheMiss", "TorchGraphCompiled", "TorchPartition", "TorchTrace",
-             "TorchTraceFailed", "TorchReplay", "WarmProgramRun"]
+             "TorchTraceFailed", "TorchReplay", "WarmProgramRun", "ConvWeightReorder",
+             "ConvWeightReuse"]
     out = {n: c(n) for n in names}
     fb = {n[len("fallback::"):]: c(n) for n in lz.debug.counter_names() if n.startswith("fallback::")}
     out["fallback_runs"] = sum(fb.values())
@@ -104,7 +105,7 @@ def _xla_counters():
 
 
 def counters(cand):
-    if cand == "lazuli":
+    if cand.startswith("lazuli"):
         return _lazuli_counters()
     if cand == "inductor":
         return _inductor_counters()
@@ -138,7 +139,7 @@ def worker_first(args):
     t0 = time.perf_counter()
     _setup_worker(args.threads)
     from torch_workloads import BATCH
-    if args.candidate == "lazuli":
+    if args.candidate.startswith("lazuli"):
         import lazuli.torch  # noqa: F401  (the backend's import: timed apart from the first call)
     t_import = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -446,7 +447,7 @@ def report(workload, res, cands):
             b_c = "failed"
         else:
             dl = bo.get("delta", {})
-            if cand == "lazuli":
+            if cand.startswith("lazuli"):
                 what = (f"KernelCompile {dl.get('KernelCompile')}, programs {dl.get('UncachedCompile')}, "
                         f"traces {dl.get('TorchTrace')}")
             elif cand == "inductor":

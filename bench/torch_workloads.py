@@ -130,6 +130,12 @@ class Candidate:
         elif name == "lazuli":
             import lazuli.torch
             self.fn = torch.compile(fn, backend=lazuli.torch.backend)
+        elif name == "lazuli_keep":
+            # The keep_weight_layouts option: convolution weights' blocked copies kept across
+            # calls while the parameters' torch versions are unchanged (docs/torch.md).
+            import lazuli.torch
+            self.fn = torch.compile(fn, backend=lazuli.torch.backend,
+                                    options={"keep_weight_layouts": True})
         elif name == "xla_openxla":
             # openxla: aot_autograd over XLA tensors (training); openxla_eval is inference only.
             self.fn = torch.compile(fn, backend="openxla")
@@ -162,6 +168,6 @@ class Candidate:
             # asynchronously too: both end the step with a barrier and a wait.
             self._xm.mark_step()
             self._xm.wait_device_ops()
-        elif self.name == "lazuli":
+        elif self.name.startswith("lazuli"):
             import lazuli
             lazuli.wait()

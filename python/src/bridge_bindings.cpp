@@ -79,8 +79,9 @@ lz::DType dtype_of_code(int code) {
 }
 
 // A tensor in the device-data state over `nbytes` at `address`, owned by `owner` (kept alive).
+// `content_id`: an id lent for these bytes (lz::Storage, "lent ids"), or 0.
 Tensor from_memory(uintptr_t address, lz::DType dtype, const std::vector<int64_t>& shape,
-                   const py::object& owner) {
+                   const py::object& owner, uint64_t content_id) {
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw py::value_error("_from_memory: negative dimension");
@@ -91,7 +92,8 @@ Tensor from_memory(uintptr_t address, lz::DType dtype, const std::vector<int64_t
     throw py::value_error("_from_memory: address not aligned for " + std::string(lz::dtype_name(dtype)));
   }
   if (!address && nbytes) throw py::value_error("_from_memory: null address");
-  auto st = std::make_shared<lz::Storage>(reinterpret_cast<void*>(address), nbytes, python_owner(owner));
+  auto st = std::make_shared<lz::Storage>(reinterpret_cast<void*>(address), nbytes,
+                                          python_owner(owner), lz::DeviceId::host(), content_id);
   auto buf = std::make_shared<lz::DeviceBuffer>(dtype, lz::Shape(shape.begin(), shape.end()), std::move(st));
   TensorImplPtr impl = TensorImpl::from_buffer(std::move(buf));
   return Tensor(std::move(impl));
@@ -284,10 +286,17 @@ class WarmProgram {
 }  // namespace
 
 void bind_bridge(py::module_& m) {
-  m.def("_from_memory", [](uintptr_t address, int dtype, const std::vector<int64_t>& shape, py::object owner) {
-    return from_memory(address, dtype_of_code(dtype), shape, owner);
+  m.def("_from_memory", [](uintptr_t address, int dtype, const std::vector<int64_t>& shape,
+                           py::object owner, uint64_t content_id) {
+    return from_memory(address, dtype_of_code(dtype), shape, owner, content_id);
   }, py::arg("address"), py::arg("dtype"), py::arg("shape"), py::arg("owner"),
-     "A device-data tensor over memory `owner` keeps alive (C-contiguous, aligned): no copy.");
+     py::arg("content_id") = 0,
+     "A device-data tensor over memory `owner` keeps alive (C-contiguous, aligned): no copy. "
+     "`content_id`: an id from _new_content_id() naming these bytes until _retire_content_id().");
+  m.def("_new_content_id", &lz::Storage::new_content_id,
+        "A content id to lend with external memory whose every write the caller sees.");
+  m.def("_retire_content_id", &lz::Storage::retire_content_id, py::arg("id"),
+        "The bytes a lent content id named may change: drop what was derived from them.");
   m.def("_numpy_view", &numpy_view, py::arg("tensor"),
         "A writable numpy array over the tensor's Lazuli buffer (no copy); it keeps the buffer.");
   m.def("_buffer_address", &buffer_address, py::arg("tensor"));

@@ -140,9 +140,16 @@ void Storage::set_retire_hook(RetireHook hook) {
   retire_hook.store(hook, std::memory_order_release);
 }
 
-void Storage::retire(uint64_t id) {
-  if (id == 0 || !derived_.load(std::memory_order_acquire)) return;
-  if (!derived_.exchange(false, std::memory_order_acq_rel)) return;
+void Storage::retire(uint64_t id, bool lent) {
+  if (id == 0) return;
+  const bool derived = derived_.exchange(false, std::memory_order_acq_rel);
+  if (lent || derived) retire_content_id(id);
+}
+
+uint64_t Storage::new_content_id() { return next_content_id(); }
+
+void Storage::retire_content_id(uint64_t id) {
+  if (id == 0) return;
   if (RetireHook hook = retire_hook.load(std::memory_order_acquire)) hook(id);
 }
 
@@ -151,10 +158,14 @@ void Storage::contents_changed() {
   do {
     if (old == 0) return;  // unknown stays unknown
   } while (!content_id_.compare_exchange_weak(old, next_content_id(), std::memory_order_acq_rel));
-  retire(old);
+  // The new id is Lazuli's own: the owner's lent id names bytes that are gone.
+  retire(old, lent_.exchange(false, std::memory_order_acq_rel));
 }
 
-void Storage::expose() { retire(content_id_.exchange(0, std::memory_order_acq_rel)); }
+void Storage::expose() {
+  const uint64_t old = content_id_.exchange(0, std::memory_order_acq_rel);
+  retire(old, lent_.exchange(false, std::memory_order_acq_rel));
+}
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes), content_id_(next_content_id()) {
   if (nbytes > memory_limit_bytes() - kHugePage) {  // also keeps round_size from wrapping
@@ -179,13 +190,16 @@ std::string DeviceId::str() const {
   return type == DeviceType::Host ? std::string("host") : "cuda:" + std::to_string(index);
 }
 
-Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device)
-    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device,
+                 uint64_t lent_id)
+    : data_(data), nbytes_(nbytes), device_(device), owner_(std::move(owner)), content_id_(lent_id),
+      lent_(lent_id != 0) {
   if (!owner_) owner_ = std::shared_ptr<void>(data, [](void*) {});  // still external: never freed
 }
 
 Storage::~Storage() {
-  retire(content_id_.load(std::memory_order_acquire));
+  // A lent id outlives this Storage: its owner lends the same bytes again under it.
+  if (!lent_.load(std::memory_order_acquire)) retire(content_id_.load(std::memory_order_acquire));
   if (owner_) return;  // external memory: releasing owner_ is all there is to do
   if (!block_cache().give(data_, round_size(nbytes_))) std::free(data_);
 }

@@ -34,6 +34,11 @@ namespace lz {
 // Lazuli's back has content_id 0, "unknown", and nothing derived from it may be kept: external
 // memory (a numpy array, a torch tensor, from_blob) from birth, and Lazuli's own memory once it
 // has been handed out for writing (expose(): a numpy view, an address given to torch).
+// Lent ids: the owner of external memory that can see every write to it (the torch bridge, through
+// torch's version counters) may issue a content id for it (new_content_id()) and pass it to the
+// Storage it lends; it promises to call retire_content_id() before the bytes change behind
+// Lazuli's back. A lent id outlives the Storage (the next call lends the same memory again under
+// the same id), so ~Storage does not retire it; a write by Lazuli (contents_changed, expose) does.
 class Storage {
  public:
   explicit Storage(size_t nbytes);
@@ -41,7 +46,9 @@ class Storage {
   // place, never freed here; `owner` keeps it alive until this Storage dies (give it the
   // deleter: `std::shared_ptr<void>(ctx, release)`). It must be aligned for its dtype and stay
   // valid and unmoved while `owner` lives. `device` says where the bytes are.
-  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device = DeviceId::host());
+  // `lent_id`: a content id the owner issued for these bytes (see above); 0: unknown.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner, DeviceId device = DeviceId::host(),
+          uint64_t lent_id = 0);
   ~Storage();
   bool external() const { return owner_ != nullptr; }
   Storage(const Storage&) = delete;
@@ -63,9 +70,16 @@ class Storage {
   // the cache that needs it. It may run on any thread, inside ~Storage.
   using RetireHook = void (*)(uint64_t content_id);
   static void set_retire_hook(RetireHook hook);
+  // A content id for an owner to lend with its memory: unique in the process, never reused.
+  static uint64_t new_content_id();
+  // The owner of a lent id says the bytes it names may change: whatever was derived from them
+  // is dropped (the retire hook hears `id`).
+  static void retire_content_id(uint64_t id);
 
  private:
-  void retire(uint64_t id);
+  // `lent`: the id was lent by the owner, who may have derived things under it through another
+  // Storage: the hook hears it whether or not this one was marked.
+  void retire(uint64_t id, bool lent = false);
 
   void* data_ = nullptr;
   size_t nbytes_ = 0;
@@ -73,6 +87,7 @@ class Storage {
   std::shared_ptr<void> owner_;  // set for external memory
   std::atomic<uint64_t> content_id_{0};
   mutable std::atomic<bool> derived_{false};
+  std::atomic<bool> lent_{false};  // content_id_ is the owner's lent id
 };
 
 // Frees every block the Storage block cache keeps (core/buffer.cpp) back to the system.

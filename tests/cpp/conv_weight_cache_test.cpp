@@ -248,6 +248,59 @@ TEST_F(ConvWeightCache, UserWritableWeightsAreNeverKept) {
   EXPECT_EQ(lz::cpu::conv_weight_cache_bytes(), 0u);
 }
 
+// External memory whose owner sees every write to it (the torch bridge's parameters) lends a
+// content id with it (core/buffer.h): its copy is kept across calls, though each call wraps the
+// memory in a new Storage, until the owner retires the id.
+Tensor lent(std::vector<float>* values, uint64_t id) {
+  auto storage = std::make_shared<lz::Storage>(values->data(), values->size() * sizeof(float),
+                                               std::shared_ptr<void>(values, [](void*) {}),
+                                               lz::DeviceId::host(), id);
+  return Tensor(lz::internal::TensorImpl::from_buffer(std::make_shared<lz::DeviceBuffer>(
+      lz::DType::Float32, lz::Shape{kO, kC, kK, kK}, std::move(storage))));
+}
+
+TEST_F(ConvWeightCache, LentIdKeepsExternalWeightsUntilRetired) {
+  std::vector<float> wv = weights(11), xv;
+  Tensor x = input(90, &xv);
+  lz::sync_tensors({x}, true);
+  uint64_t id = lz::Storage::new_content_id();
+  for (int call = 0; call < 3; ++call) {
+    const int64_t r0 = reorders();
+    std::vector<float> y = conv(x, lent(&wv, id)).to_vector<float>();
+    EXPECT_EQ(reorders() - r0, call == 0 ? 1 : 0) << "call " << call;
+    EXPECT_EQ(y, conv_fresh(x, wv)) << "call " << call;
+  }
+  lz::wait();
+  EXPECT_GT(lz::cpu::conv_weight_cache_bytes(), 0u) << "a lent id outlives the Storage that lent it";
+  // The owner writes its memory and says so: the copy goes, the next call makes a new one.
+  for (float& f : wv) f = -f;
+  lz::Storage::retire_content_id(id);
+  EXPECT_EQ(settled_cache_bytes(), 0u);
+  id = lz::Storage::new_content_id();
+  const int64_t r0 = reorders();
+  std::vector<float> y = conv(x, lent(&wv, id)).to_vector<float>();
+  EXPECT_EQ(reorders() - r0, 1);
+  expect_near(y, conv_loops(xv, wv, batch(), kC, kO), "conv over rewritten lent memory");
+  lz::Storage::retire_content_id(id);
+  EXPECT_EQ(settled_cache_bytes(), 0u);
+}
+
+// A write by Lazuli into lent memory (a program that donates into it) retires the lent id even
+// through a Storage that derived nothing itself: the copy was made through an earlier one.
+TEST_F(ConvWeightCache, WriteIntoLentMemoryRetiresTheLentId) {
+  std::vector<float> wv = weights(12);
+  Tensor x = input(91);
+  const uint64_t id = lz::Storage::new_content_id();
+  conv(x, lent(&wv, id)).to_vector<float>();
+  lz::wait();
+  ASSERT_GT(lz::cpu::conv_weight_cache_bytes(), 0u);
+  lz::Storage again(wv.data(), wv.size() * sizeof(float), nullptr, lz::DeviceId::host(), id);
+  again.contents_changed();
+  EXPECT_NE(again.content_id(), id);
+  EXPECT_NE(again.content_id(), 0u);
+  EXPECT_EQ(settled_cache_bytes(), 0u) << "copies of the written bytes must go";
+}
+
 TEST_F(ConvWeightCache, BoundEvictsLeastRecentlyUsed) {
   const size_t copy_bytes = kO * kC * kK * kK * sizeof(float);
   lz::mutable_config().conv_weight_cache_bytes = static_cast<int64_t>(copy_bytes * 3 / 2);

@@ -6,6 +6,7 @@ leaves as a torch tensor over Lazuli's buffer, through a numpy array that holds 
 sides then see each other's writes to that memory, as with ``torch.from_numpy``.
 """
 import os
+import weakref
 
 import numpy as np  # torch.from_numpy needs numpy's C API loaded
 import torch
@@ -65,7 +66,45 @@ def layout_of(t):
     return dense_order(t) or "copy"
 
 
-def to_lazuli(t):
+class LentIds:
+    """Content ids lent with parameters' memory, so that what Lazuli derives from a parameter's
+    bytes (the cpu backend's oneDNN-blocked copy of a convolution's weights) is kept across calls
+    while the parameter is unchanged (core/buffer.h, "lent ids").
+
+    A parameter keeps its id while it is the same object with the same memory and the same
+    ``_version``, torch's count of in-place writes to it; a new version gets a new id and the old
+    one is retired (its copies dropped), as is the id of a parameter that dies. What the version
+    counter does not see, a write through ``.data``, a numpy view or a raw pointer, is not seen
+    here either: that is the promise the ``keep_weight_layouts`` option asks of its user."""
+
+    def __init__(self):
+        self._by_obj = {}  # id(parameter) -> (weakref, data_ptr, version, content id)
+
+    def id_for(self, t):
+        key = id(t)
+        ptr, version = t.data_ptr(), t._version
+        entry = self._by_obj.get(key)
+        if entry is not None:
+            ref, p, v, cid = entry
+            if ref() is t and p == ptr and v == version:
+                return cid
+            _C._retire_content_id(cid)
+        cid = _C._new_content_id()
+        self._by_obj[key] = (weakref.ref(t, lambda _r, key=key, cid=cid: self._gone(key, cid)),
+                             ptr, version, cid)
+        return cid
+
+    def _gone(self, key, cid):
+        entry = self._by_obj.get(key)
+        if entry is not None and entry[3] == cid:
+            del self._by_obj[key]
+        _C._retire_content_id(cid)
+
+    def __len__(self):
+        return len(self._by_obj)
+
+
+def to_lazuli(t, content_id=0):
     """A Lazuli tensor over `t`'s memory (no copy): device data, holding `t`.
 
     `t` must be a CPU tensor of a dtype Lazuli has. A non-contiguous tensor (a transpose, a strided
@@ -73,13 +112,14 @@ def to_lazuli(t):
     (``t.contiguous()``, counted TorchInputCopy), the only copy this function makes; compiled
     partitions share a permuted dense tensor instead (dense_order). Writes to `t` are seen by the Lazuli
     tensor; an in-place update of the Lazuli tensor at a step barrier that donates its buffer
-    writes into `t`. Autograd history is not carried (the data is detached)."""
+    writes into `t`. Autograd history is not carried (the data is detached). `content_id`: an id
+    lent for `t`'s current bytes (LentIds), or 0."""
     _check(t, "to_lazuli")
     if not t.is_contiguous():
         t = t.contiguous()
         _C._bump_counter("TorchInputCopy", 1)
     t = t.detach()
-    return _C._from_memory(t.data_ptr(), _CODE[t.dtype], tuple(t.shape), t)
+    return _C._from_memory(t.data_ptr(), _CODE[t.dtype], tuple(t.shape), t, content_id)
 
 
 def to_torch(t):

@@ -36,9 +36,10 @@ import lazuli as lz
 from lazuli import _C
 
 from . import lowering, lowering_random
-from ._boundary import layout_of, to_lazuli, to_torch
+from ._boundary import LentIds, layout_of, to_lazuli, to_torch
 
 _GRAPH_IDS = iter(range(1 << 62))
+_LENT_IDS = LentIds()  # the parameters of partitions compiled with keep_weight_layouts
 
 
 def _count(name, n=1):
@@ -124,9 +125,11 @@ class _Report:
                           + (f"\n      at {where}" if where else ""))
 
 
-def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward"):
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
+                       keep_weight_layouts=False):
     """An ATen FX graph (after aot_autograd) as a callable: partitions Lazuli lowers, the rest in
-    eager. Returns a function of the graph's placeholders, boxed (called with a list)."""
+    eager. Returns a function of the graph's placeholders, boxed (called with a list).
+    `keep_weight_layouts`: see `backend`."""
     name = f"graph{next(_GRAPH_IDS)}.{kind}"
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
@@ -139,7 +142,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward")
     for node in list(fused.graph.nodes):
         if node.op == "call_module" and node.target.startswith("fused_"):
             sub = getattr(fused, node.target)
-            setattr(fused, node.target, LazuliPartition(sub, f"{name}.{node.target}"))
+            setattr(fused, node.target, LazuliPartition(sub, f"{name}.{node.target}",
+                                                        keep_weight_layouts))
             n_part += 1
         elif node.op == "call_function" and node.target is not operator.getitem:
             why = lowering.why_not_lowered(node) or "not in a partition"
@@ -205,10 +209,13 @@ class LazuliPartition(torch.nn.Module):
     """A partition of an ATen graph whose every node lowers, run as Lazuli programs: one trace
     and one compile (without running) per input signature, then replays."""
 
-    def __init__(self, gm: torch.fx.GraphModule, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, name: str, keep_weight_layouts=False):
         super().__init__()
         self.gm = gm
         self.name = name
+        # Parameters cross with an id lent per torch version (LentIds), so the backend keeps
+        # what it derives from them (blocked convolution weights) across calls.
+        self.lent_ids = _LENT_IDS if keep_weight_layouts else None
         self.traced: Dict[Tuple, _Traced] = {}
         self.eager_reason: Optional[str] = None  # set when tracing failed: the partition runs in eager
 
@@ -329,9 +336,11 @@ class LazuliPartition(torch.nn.Module):
     def _run_program(self, traced: _Traced, args):
         results = []
         if traced.program is not None:
-            layouts = traced.layouts
-            inputs = [to_lazuli(_shared(a, layouts[i])) for i, a in enumerate(args)
-                      if isinstance(a, torch.Tensor)]
+            layouts, lent = traced.layouts, self.lent_ids
+            inputs = [to_lazuli(_shared(a, layouts[i]),
+                                lent.id_for(a) if lent is not None and
+                                isinstance(a, torch.nn.Parameter) else 0)
+                      for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             if traced.keyed:
                 inputs.append(to_lazuli(lowering_random.fresh_key()))
             results = traced.program.run(inputs)
@@ -389,14 +398,33 @@ def _failing_node(error) -> Optional[torch.fx.Node]:
 
 # ---- the dynamo backend -------------------------------------------------------------------------
 
-def backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+_OPTIONS = {"keep_weight_layouts": False}
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
     """The dynamo backend: ``torch.compile(model, backend="lazuli")``. Forward and backward graphs
-    go through aot_autograd (with the lowering table's decompositions) to `compile_aten_graph`."""
+    go through aot_autograd (with the lowering table's decompositions) to `compile_aten_graph`.
+
+    ``options`` (``torch.compile(..., options={...})``):
+    - ``keep_weight_layouts`` (False): keep what the backend derives from a parameter's values
+      (oneDNN's blocked layout of a convolution's weights) across calls while torch's version
+      counter says the parameter is unchanged, instead of making it again every call. The
+      promise it asks: between calls, parameters are written only by torch operations (an
+      optimizer's step, ``copy_``, ``load_state_dict``), never through ``.data``, a numpy view
+      or a raw pointer, which torch does not count (docs/torch.md)."""
     from torch._dynamo.backends.common import aot_autograd
     if kwargs:
-        raise TypeError(f"lazuli backend: unknown options {sorted(kwargs)}")
-    fw = functools.partial(compile_aten_graph, kind="forward")
-    bw = functools.partial(compile_aten_graph, kind="backward")
-    inference = functools.partial(compile_aten_graph, kind="inference")
+        raise TypeError(f"lazuli backend: unknown arguments {sorted(kwargs)} (it takes options=)")
+    opts = dict(_OPTIONS)
+    for k, v in (options or {}).items():
+        if k not in _OPTIONS:
+            raise TypeError(f"lazuli backend: unknown option {k!r} (it has {sorted(_OPTIONS)})")
+        if not isinstance(v, bool):
+            raise TypeError(f"lazuli backend: option {k!r} takes a bool, got {v!r}")
+        opts[k] = v
+    keep = opts["keep_weight_layouts"]
+    fw = functools.partial(compile_aten_graph, kind="forward", keep_weight_layouts=keep)
+    bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep)
+    inference = functools.partial(compile_aten_graph, kind="inference", keep_weight_layouts=keep)
     return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
                         decompositions=lowering.decompositions())(gm, example_inputs)

@@ -9,7 +9,9 @@
 // layout), which determine its bytes. A content id is never reused and is renewed whenever its
 // Storage's bytes may change (a program's outputs, donated parameters included), so a stale copy
 // can never be found: at worst it waits, unused, for eviction. Storage's retire hook frees the
-// copies of an id as soon as it is renewed or its Storage dies.
+// copies of an id as soon as it is renewed or its Storage dies. External memory is kept only
+// under an id its owner lent (core/buffer.h): the torch bridge lends one per parameter and
+// version when asked to (docs/torch.md, keep_weight_layouts), and retires it on a new version.
 //
 // Bound: the kept copies total at most LAZULI_CONV_WEIGHT_CACHE_BYTES (least recently used
 // evicted first; 0 keeps none, each call still shares one copy between its parts). Counters:
