@@ -228,3 +228,47 @@ TEST_F(CpuCompilerRowFusion, ALayerNormTrainingStepAgreesWithTheReference) {
 
 }  // namespace
 }  // namespace lz
+
+namespace lz {
+namespace {
+
+using namespace cpu_test;  // NOLINT(build/namespaces)
+
+using CpuCompilerExtremes = CpuCompilerTest;
+
+// max and min keep what the reference keeps: the first NaN of a row or column (here told apart
+// by its sign) and the first of two equal zeros (-0 before +0), in row reductions (the integer
+// key fold and its in-order redo), column reductions and rule 5b's stages.
+TEST_F(CpuCompilerExtremes, MaxAndMinKeepTheFirstNaNAndTheFirstZeroAsTheReference) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // 4 rows x 6: a -NaN before a +NaN; -0 before +0 (max 0); +0 before -0; plain numbers.
+  const std::vector<float> v = {1.f,  -nan, 3.f,  nan,  2.f,  0.5f,  //
+                                -0.f, -1.f, 0.f,  -2.f, -3.f, -0.f,  //
+                                0.f,  -0.f, -4.f, -0.f, 0.f,  -5.f,  //
+                                7.f,  -7.f, 8.f,  2.5f, -8.f, 1.f};
+  for (bool rows : {true, false}) {
+    auto program = [&] {
+      Tensor x = tensor<float>(v, {4, 6});
+      // Columns: the same groups of 6 as the columns of a [6, 4] value (a column reduction).
+      Tensor t = rows ? x : transpose(x, 0, 1) * 1.0f;
+      const int64_t dim = rows ? 1 : 0;
+      return std::vector<Tensor>{amax(t, {dim}), amin(t, {dim}), t - amax(t, {dim}, true)};
+    };
+    std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t k = 0; k < ref.size(); ++k) {
+      ASSERT_EQ(ref[k].f.size(), got[k].f.size());
+      for (size_t e = 0; e < ref[k].f.size(); ++e) {
+        const double r = ref[k].f[e], g = got[k].f[e];
+        EXPECT_EQ(std::isnan(r), std::isnan(g)) << (rows ? "rows" : "columns") << " output " << k << " at " << e;
+        EXPECT_EQ(std::signbit(r), std::signbit(g)) << (rows ? "rows" : "columns") << " output " << k << " at " << e;
+        if (!std::isnan(r)) {
+          EXPECT_EQ(r, g);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lz

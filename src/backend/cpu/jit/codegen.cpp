@@ -677,12 +677,18 @@ class Emitter {
       case OpKind::ReduceProd:
         if (!f) return b_.CreateMul(acc, v);
         return set_fmf(b_.CreateFMul(acc, v), fmf);
+      // Floats as the reference's max_values/min_values: a NaN accumulator stays (the first NaN
+      // wins), a NaN or a strictly better value replaces it (the first of equals stays).
       case OpKind::ReduceMax:
         if (!f) return b_.CreateSelect(b_.CreateICmpSGT(v, acc), v, acc);
-        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), is_nan(v)), v, acc);
+        return b_.CreateSelect(
+            b_.CreateAnd(b_.CreateNot(is_nan(acc)), b_.CreateOr(b_.CreateFCmpOGT(v, acc), is_nan(v))),
+            v, acc);
       case OpKind::ReduceMin:
         if (!f) return b_.CreateSelect(b_.CreateICmpSLT(v, acc), v, acc);
-        return b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOLT(v, acc), is_nan(v)), v, acc);
+        return b_.CreateSelect(
+            b_.CreateAnd(b_.CreateNot(is_nan(acc)), b_.CreateOr(b_.CreateFCmpOLT(v, acc), is_nan(v))),
+            v, acc);
       default: break;
     }
     throw std::runtime_error("codegen: unsupported reduction");
@@ -993,15 +999,12 @@ class Emitter {
     llvm::MDBuilder mdb(ctx_);
     b_.CreateCondBr(redo, cold, join, mdb.createBranchWeights(1, 1 << 10));
     b_.SetInsertPoint(cold);
-    // In order: a NaN accumulator stays; a NaN or a strictly better value replaces it.
+    // In order, with the reference's combining rule (combine()).
     Carried exact = nest(
         nout, rank - 1, base, with_flag({reduce_init(op, t)}),
         [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
           return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
-            llvm::Value* v = expression(inner_pos(rb, j), expr);
-            llvm::Value* better = is_max ? b_.CreateFCmpOGT(v, cc[0]) : b_.CreateFCmpOLT(v, cc[0]);
-            llvm::Value* take = b_.CreateAnd(b_.CreateNot(is_nan(cc[0])), b_.CreateOr(is_nan(v), better));
-            return flagged({b_.CreateSelect(take, v, cc[0])}, cc);
+            return flagged({combine(op, t, cc[0], expression(inner_pos(rb, j), expr), false)}, cc);
           });
         });
     llvm::BasicBlock* cold_end = b_.GetInsertBlock();
