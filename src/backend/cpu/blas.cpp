@@ -100,9 +100,13 @@ bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b,
 }
 
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
-                  interp::MutArray out) {
+                  const std::vector<interp::MutArray>& outs) {
+  const interp::MutArray& out = outs[0];
   if (ir::op_info(op).cls == ir::OpClass::Conv) {
     return conv_library_call(op, std::get<ir::ConvAttrs>(attrs), in, out);
+  }
+  if (ir::op_info(op).cls == ir::OpClass::Pool) {
+    return pool_library_call(op, std::get<ir::PoolAttrs>(attrs), in, outs);
   }
   if (op != ir::OpKind::MatMul) return false;
   if (out.dtype == DType::BFloat16) return dnnl_matmul(in[0], in[1], out);

@@ -1,5 +1,6 @@
 // The cpu backend's library calls: matrix products (blas.cpp: oneDNN sgemm for float32,
-// matmul_dnnl.cpp: oneDNN's matmul for bf16 and batches) and convolutions (conv_dnnl.cpp). Each returns false
+// matmul_dnnl.cpp: oneDNN's matmul for bf16 and batches), convolutions (conv_dnnl.cpp) and
+// pooling (pool_planes.cpp). Each returns false
 // where the library has no implementation, and the caller runs the reference kernel instead.
 #pragma once
 #include <cstdint>
@@ -23,9 +24,14 @@ std::string library_id();
 bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
               interp::MutArray out);
 
-// A MatMul (float32 or bfloat16) or a convolution op through its library.
+// A MatMul (float32 or bfloat16), a convolution or a pooling op through its library; `outs`:
+// one array per output of the op.
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,
-                  interp::MutArray out);
+                  const std::vector<interp::MutArray>& outs);
+// Pooling: the reference kernel's planes split across the runtime pool (pool_planes.cpp).
+bool pool_library_call(ir::OpKind op, const ir::PoolAttrs& a,
+                       const std::vector<interp::ConstArray>& in,
+                       const std::vector<interp::MutArray>& outs);
 
 bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
                        const std::vector<interp::ConstArray>& in, interp::MutArray out);

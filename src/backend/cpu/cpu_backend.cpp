@@ -197,16 +197,15 @@ class CpuProgram final : public Executable {
       if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
       return;
     }
-    if ((s.kind == PlanStep::MatMul || s.kind == PlanStep::Library) &&
-        library_call(s.op, s.attrs, in, out)) {
-      return;
-    }
-    if (counters_[i]) counters_[i]->add();
-    if (s.more_outputs.empty()) return interp::run_kernel(s.op, s.attrs, in, out);
     std::vector<interp::MutArray> outs{out};
     for (int v : s.more_outputs) {
       outs.push_back({plan_.values[v].dtype, &plan_.values[v].shape, ptr[v]});
     }
+    if ((s.kind == PlanStep::MatMul || s.kind == PlanStep::Library) &&
+        library_call(s.op, s.attrs, in, outs)) {
+      return;
+    }
+    if (counters_[i]) counters_[i]->add();
     interp::run_kernel(s.op, s.attrs, in, outs);
   }
 
@@ -224,7 +223,7 @@ class CpuBackend : public Backend {
     // Kernels carry their own keys (codegen environment included); a program's hash needs only
     // what changes planning: the planner's version and the matrix-product library.
     Hasher h;
-    h.add_str("cpu-plan-v3");
+    h.add_str("cpu-plan-v4");
     h.add_str(library_id());
     h.add(config().fuse_rows);
     return h.digest();

@@ -1117,9 +1117,10 @@ class Planner {
   void library_or_fallback(const Node* n, const Node* transposed_of = nullptr) {
     const Node* src = transposed_of ? transposed_of : n;
     PlanStep step;
-    step.kind = src->op == OpKind::MatMul                            ? PlanStep::MatMul
-                : ir::op_info(src->op).cls == ir::OpClass::Conv ? PlanStep::Library
-                                                                 : PlanStep::Fallback;
+    const ir::OpClass cls = ir::op_info(src->op).cls;
+    step.kind = src->op == OpKind::MatMul                              ? PlanStep::MatMul
+                : cls == ir::OpClass::Conv || cls == ir::OpClass::Pool ? PlanStep::Library
+                                                                       : PlanStep::Fallback;
     step.op = src->op;
     step.attrs = src->attrs;
     step.node = idx(src);

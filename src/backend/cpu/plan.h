@@ -35,8 +35,9 @@ struct IndexCheck {
 };
 
 struct PlanStep {
-  // Library: a library call (convolutions through oneDNN) that may decline a case (a dtype, a
-  // geometry), which then runs its reference kernel, counted as `counter`.
+  // Library: a library call (convolutions through oneDNN, pooling split across the pool) that
+  // may decline a case (a dtype, a geometry), which then runs its reference kernel, counted as
+  // `counter`.
   enum Kind : uint8_t { Kernel, MatMul, Library, Fallback } kind;
   // Kernel
   int kernel = -1;                  // index into Plan::kernels

@@ -40,6 +40,14 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
 void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstArray>& inputs,
                 const std::vector<MutArray>& outputs);
 
+// Pooling (MaxPool, AvgPool, AvgPoolBackward) is independent per plane (the leading dims before
+// the pooled ones, of its output): run_pool_planes computes planes [p0, p1) only, the same code
+// run_kernel runs over all of them, so a backend may split the planes across threads and get
+// the reference's results bit for bit. pool_planes is their count.
+int64_t pool_planes(const ir::PoolAttrs& a, const std::vector<MutArray>& outputs);
+void run_pool_planes(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
+                     const std::vector<MutArray>& outputs, int64_t p0, int64_t p1);
+
 // The counter-based generator shared by every backend: the i-th value of a random op with key k.
 // Deterministic and platform independent so every backend draws the same numbers.
 //   mix(z)         = splitmix64 finalizer: z ^= z >> 30; z *= 0xBF58476D1CE4E5B9;

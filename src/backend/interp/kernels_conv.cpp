@@ -86,16 +86,15 @@ void conv_walk(const Shape& xs, const Shape& ws, const Shape& ys, const ir::Conv
 }
 
 // Calls f(plane, output index in plane, list of in-plane input indices of the window, divisor
-// size of the window with padding) for every pooling window.
+// size of the window with padding) for every pooling window of planes [p0, p1).
 template <class F>
-void pool_walk(const Shape& xs, const Shape& ys, const ir::PoolAttrs& a, F&& f) {
+void pool_walk(const Shape& xs, const Shape& ys, const ir::PoolAttrs& a, int64_t p0, int64_t p1,
+               F&& f) {
   const size_t sp = a.kernel.size();
   const Window w = window(tail(xs, sp), Shape(a.kernel.begin(), a.kernel.end()), tail(ys, sp),
                           a.stride, a.padding, a.dilation);
-  int64_t planes = 1;
-  for (size_t i = 0; i + sp < xs.size(); ++i) planes *= xs[i];
   std::vector<int64_t> idx;
-  for (int64_t p = 0; p < planes; ++p) {
+  for (int64_t p = p0; p < p1; ++p) {
     int64_t o = 0;
     for (int64_t od = 0; od < w.out[0]; ++od)
       for (int64_t oh = 0; oh < w.out[1]; ++oh)
@@ -170,8 +169,20 @@ void run_conv(ir::OpKind op, const ir::ConvAttrs& a, const ConstArray& p, const 
   });
 }
 
+int64_t pool_planes(const ir::PoolAttrs& a, const std::vector<MutArray>& outs) {
+  const Shape& s = *outs[0].shape;
+  int64_t planes = 1;
+  for (size_t i = 0; i + a.kernel.size() < s.size(); ++i) planes *= s[i];
+  return planes;
+}
+
 void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
               const std::vector<MutArray>& outs) {
+  run_pool_planes(op, a, x, outs, 0, pool_planes(a, outs));
+}
+
+void run_pool_planes(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
+                     const std::vector<MutArray>& outs, int64_t p0, int64_t p1) {
   const size_t sp = a.kernel.size();
   const MutArray& out = outs[0];
   dispatch(x.dtype, [&](auto tag) {
@@ -185,7 +196,7 @@ void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
         case ir::OpKind::MaxPool: {
           int64_t* pi = data_of<int64_t>(outs[1]);
           const int64_t in_plane = plane_size(*x.shape, sp), out_plane = plane_size(*out.shape, sp);
-          pool_walk(*x.shape, *out.shape, a,
+          pool_walk(*x.shape, *out.shape, a, p0, p1,
                     [&](int64_t p, int64_t o, const std::vector<int64_t>& idx, int64_t) {
                       const T* plane = px + p * in_plane;
                       int64_t best = idx.empty() ? -1 : idx[0];
@@ -201,7 +212,7 @@ void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
         }
         case ir::OpKind::AvgPool: {
           const int64_t in_plane = plane_size(*x.shape, sp), out_plane = plane_size(*out.shape, sp);
-          pool_walk(*x.shape, *out.shape, a,
+          pool_walk(*x.shape, *out.shape, a, p0, p1,
                     [&](int64_t p, int64_t o, const std::vector<int64_t>& idx, int64_t padded) {
                       double s = 0;
                       for (int64_t i : idx) s += static_cast<double>(px[p * in_plane + i]);
@@ -212,14 +223,15 @@ void run_pool(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
         }
         case ir::OpKind::AvgPoolBackward: {  // x is dy, out is dx of attrs.shape
           const int64_t in_plane = plane_size(*out.shape, sp), out_plane = plane_size(*x.shape, sp);
-          std::vector<double> r(static_cast<size_t>(numel(*out.shape)), 0.0);
-          pool_walk(*out.shape, *x.shape, a,
+          // Planes [p0, p1) of dx, summed in double (r[0] is plane p0's first element).
+          std::vector<double> r(static_cast<size_t>((p1 - p0) * in_plane), 0.0);
+          pool_walk(*out.shape, *x.shape, a, p0, p1,
                     [&](int64_t p, int64_t o, const std::vector<int64_t>& idx, int64_t padded) {
                       double g = static_cast<double>(px[p * out_plane + o]) /
                                  avg_divisor(a, idx.size(), padded);
-                      for (int64_t i : idx) r[p * in_plane + i] += g;
+                      for (int64_t i : idx) r[(p - p0) * in_plane + i] += g;
                     });
-          for (size_t i = 0; i < r.size(); ++i) po[i] = static_cast<T>(r[i]);
+          for (size_t i = 0; i < r.size(); ++i) po[p0 * in_plane + static_cast<int64_t>(i)] = static_cast<T>(r[i]);
           return;
         }
         default:
