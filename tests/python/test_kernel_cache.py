@@ -9,6 +9,7 @@ value."""
 import json
 import os
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -110,14 +111,26 @@ def write(path, data):
         f.write(data)
 
 
-@pytest.fixture
-def warm(tmp_path):
-    """A cache directory filled by one run: (dir, {entry path: bytes}, that run's counters)."""
-    first = run_child(tmp_path)
+@pytest.fixture(scope="module")
+def filled_once(tmp_path_factory):
+    """A cache directory filled by one run, and that run's counters: made once for the module."""
+    cache = tmp_path_factory.mktemp("filled")
+    first = run_child(cache)
     assert first["KernelCompile"] > 0
+    assert len(entries(cache)) == first["KernelCompile"], (entries(cache), first)
+    return cache, first
+
+
+@pytest.fixture
+def warm(tmp_path, filled_once):
+    """A cache directory filled by one run: (dir, {entry path: bytes}, that run's counters). The
+    test's own copy (modes and times kept) of filled_once's, which a test may damage: filling one
+    costs a child process and its kernel compiles."""
+    cache, first = filled_once
+    shutil.copytree(cache, tmp_path, symlinks=True, dirs_exist_ok=True)
     files = entries(tmp_path)
     assert len(files) == first["KernelCompile"], (files, first)
-    return tmp_path, {p: read(p) for p in files}, first
+    return tmp_path, {p: read(p) for p in files}, dict(first)
 
 
 # ---- the normal case --------------------------------------------------------------------------
