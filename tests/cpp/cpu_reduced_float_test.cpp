@@ -21,10 +21,10 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "core/metrics.h"
 #include "core/reduced_float.h"
 #include "exec/graph_executor.h"
+#include "lower/plan.h"
 #include "cpu_compiler_util.h"
 #include "test_util.h"
 
@@ -78,19 +78,19 @@ std::vector<std::vector<uint64_t>> run_on(const std::string& backend,
   return out;
 }
 
-cpu::Plan plan_of(const std::vector<Tensor>& ts) {
+lower::Plan plan_of(const std::vector<Tensor>& ts) {
   std::vector<internal::TensorImplPtr> impls;
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  return cpu::build_plan(lowering_graph(roots, po), /*explain=*/false);
+  return lower::build_plan(lowering_graph(roots, po), /*explain=*/false);
 }
 
 // Reference kernels the plan runs, by op name.
 std::vector<std::string> fallbacks(const std::vector<Tensor>& ts) {
   std::vector<std::string> names;
-  for (const cpu::PlanStep& s : plan_of(ts).steps) {
-    if (s.kind == cpu::PlanStep::Fallback) names.push_back(s.counter);
+  for (const lower::PlanStep& s : plan_of(ts).steps) {
+    if (s.kind == lower::PlanStep::Fallback) names.push_back(s.counter);
   }
   return names;
 }

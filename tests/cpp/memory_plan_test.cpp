@@ -5,10 +5,10 @@
 
 #include <random>
 
-#include "backend/cpu/plan.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 namespace {
 
 // Every pair alive at a common step occupies disjoint bytes, and every block lies in the arena.
@@ -98,4 +98,4 @@ TEST(MemoryPlan, ScratchPastSixtyFourBitsIsOutOfMemory) {
 }
 
 }  // namespace
-}  // namespace lz::cpu
+}  // namespace lz::lower

@@ -9,15 +9,24 @@
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
 #include "core/debug_write.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
 namespace lz::cpu {
+
+using lower::IndexCheck;
+using lower::KernelErrorSink;
+using lower::KernelFn;
+using lower::Plan;
+using lower::PlanKernel;
+using lower::PlanStep;
+using lower::PlanValue;
+using lower::ValueHome;
 
 namespace {
 
@@ -89,7 +98,7 @@ class CpuProgram final : public Executable {
       int v = plan_.root_value[r];
       into_param[v] = 1;
       if (plan_.values[v].def_step <= last_fallible_ ||
-          !root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
+          !lower::root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
         into_param[v] = 0;
         spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
         ptr[v] = spills.back()->data();
@@ -232,15 +241,17 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
     const bool explain = config().debug >= 3;
-    Plan plan = build_plan(g, explain);
-    if (explain) debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + describe_plan(plan));
+    Plan plan = lower::build_plan(g, explain);
+    if (explain) {
+      debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + lower::describe_plan(plan));
+    }
     auto kernels = obtain_kernels(plan.kernels);
     return std::make_shared<CpuProgram>(std::move(plan), std::move(kernels));
   }
 
   std::string describe(const LoweringGraph& g, bool llvm_ir) override {
-    Plan plan = build_plan(g, /*explain=*/true);
-    std::string out = describe_plan(plan);
+    Plan plan = lower::build_plan(g, /*explain=*/true);
+    std::string out = lower::describe_plan(plan);
     if (llvm_ir) {
       for (const PlanKernel& k : plan.kernels) {
         out += "; LLVM IR of " + k.name + " (before optimization)\n" + kernel_llvm_ir(k);

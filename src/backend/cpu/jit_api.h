@@ -8,7 +8,7 @@
 #pragma once
 #include <string>
 
-#include "backend/cpu/kernel_spec.h"
+#include "lower/kernel_spec.h"
 
 namespace lz::cpu {
 
@@ -19,7 +19,7 @@ class JitCompiler {
   // function is named `name`. Thread-safe: each call has its own LLVMContext, each thread its own
   // TargetMachine. Throws std::runtime_error on failure; `llvm_ir` (if given) receives the
   // unoptimized IR even then, for the bug report.
-  virtual std::string compile(const KernelSpec& spec, const std::string& name, std::string* llvm_ir) = 0;
+  virtual std::string compile(const lower::KernelSpec& spec, const std::string& name, std::string* llvm_ir) = 0;
   // Links an object into the process under its own resource tracker; returns `name`'s address.
   // Thread-safe. Throws std::runtime_error when the object cannot be linked.
   virtual void* load(const std::string& object, const std::string& name) = 0;

@@ -31,6 +31,10 @@
 #endif
 
 namespace lz::cpu {
+
+using lower::KernelFn;
+using lower::PlanKernel;
+
 namespace {
 
 constexpr size_t kMemoryKernels = 4096;

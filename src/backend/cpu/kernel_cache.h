@@ -10,22 +10,23 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/plan.h"
+#include "lower/plan.h"
 
 namespace lz::cpu {
 
 // A kernel's code, linked into the process; freed when the last program using it is gone.
 struct LoadedKernel {
-  KernelFn fn = nullptr;
+  lower::KernelFn fn = nullptr;
   std::string symbol;
 };
 
 // The loaded kernels of `kernels`, in order. Compiles what neither cache has. Throws lz::Error
 // naming the kernel when a compile fails (its IR is saved to a file named in the message).
-std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<PlanKernel>& kernels);
+std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(
+    const std::vector<lower::PlanKernel>& kernels);
 
 // The kernel's LLVM IR before optimization (loads the code generator).
-std::string kernel_llvm_ir(const PlanKernel& kernel);
+std::string kernel_llvm_ir(const lower::PlanKernel& kernel);
 
 
 // Drops the memory level (programs still holding kernels keep them). Tests use it to force the

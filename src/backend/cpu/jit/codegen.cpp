@@ -44,6 +44,10 @@ namespace lz::cpu {
 namespace {
 
 using ir::OpKind;
+using lower::KernelSpec;
+using lower::KExpr;
+using lower::Scheme;
+using lower::StrideClass;
 
 std::string to_string(llvm::Error e) {
   std::string s;

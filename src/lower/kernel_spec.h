@@ -53,7 +53,7 @@
 #include "ir/ops.h"
 #include "lazuli/dtype.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 
 enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter, RowFused };
 // The scheme's name in plan notes and kernel dumps.
@@ -127,4 +127,4 @@ struct KernelErrorSink {
   void (*report)(KernelErrorSink* self, int64_t key, int64_t check, int64_t value);
 };
 
-}  // namespace lz::cpu
+}  // namespace lz::lower

@@ -74,11 +74,11 @@
 #include <set>
 #include <sstream>
 
-#include "backend/cpu/plan.h"
 #include "core/config.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 namespace {
 
 using ir::Node;
@@ -1449,4 +1449,4 @@ Hash128 KernelSpec::structure() const {
   return h.digest();
 }
 
-}  // namespace lz::cpu
+}  // namespace lz::lower

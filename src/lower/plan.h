@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/kernel_spec.h"
+#include "lower/kernel_spec.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 
 // Where a materialized value lives while the program runs.
 struct ValueHome {
@@ -102,4 +102,4 @@ bool compiles_elementwise(const ir::Node& n);
 // The plan in words: steps, values and each kernel's loop nest (pseudo-C).
 std::string describe_plan(const Plan& plan);
 
-}  // namespace lz::cpu
+}  // namespace lz::lower
