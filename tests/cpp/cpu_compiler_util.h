@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
 #include "core/shape.h"
 #include "exec/graph_executor.h"
@@ -148,13 +149,15 @@ inline std::vector<Result> run_on(const std::string& backend, const std::functio
   return out;
 }
 
-// The cpu plan of these tensors' pending graph, built as dump_kernels builds it.
-inline lower::Plan plan_of(const std::vector<Tensor>& ts) {
+// The plan of these tensors' pending graph for `target` (the cpu backend's by default), built as
+// dump_kernels builds it.
+inline lower::Plan plan_of(const std::vector<Tensor>& ts,
+                           const lower::Target& target = cpu::cpu_target()) {
   std::vector<internal::TensorImplPtr> impls;
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  return lower::build_plan(lowering_graph(roots, po), /*explain=*/true);
+  return lower::build_plan(lowering_graph(roots, po), target, /*explain=*/true);
 }
 
 struct StepCounts {

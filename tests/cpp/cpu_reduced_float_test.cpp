@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
 #include "core/metrics.h"
 #include "core/reduced_float.h"
@@ -83,7 +84,7 @@ lower::Plan plan_of(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  return lower::build_plan(lowering_graph(roots, po), /*explain=*/false);
+  return lower::build_plan(lowering_graph(roots, po), cpu::cpu_target(), /*explain=*/false);
 }
 
 // Reference kernels the plan runs, by op name.

@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/disk_cache.h"
 #include "backend/cpu/elf_loader.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
@@ -146,7 +147,7 @@ struct KernelCall {
   std::vector<std::vector<char>> inputs;
   size_t out_bytes = 0;
 
-  std::vector<char> run(lz::lower::KernelFn fn) const {
+  std::vector<char> run(lz::cpu::KernelFn fn) const {
     std::vector<char> out(out_bytes, '\x5a');
     std::vector<void*> ptrs;
     for (const auto& in : inputs)
@@ -160,7 +161,8 @@ struct KernelCall {
 KernelCall plan_one_kernel(const lz::Tensor& t) {
   lz::Roots roots = lz::collect({t.impl()}, /*include_views=*/false);
   lz::PostOrder po = lz::post_order(roots.values);
-  lz::lower::Plan plan = lz::lower::build_plan(lz::lowering_graph(roots, po), /*explain=*/false);
+  lz::lower::Plan plan = lz::lower::build_plan(lz::lowering_graph(roots, po),
+                                               lz::cpu::cpu_target(), /*explain=*/false);
   KernelCall call;
   EXPECT_EQ(plan.kernels.size(), 1u);
   EXPECT_EQ(plan.steps.size(), 1u);
@@ -258,7 +260,7 @@ std::string outcomes_in_children(const std::string& obj, const std::vector<uint6
         auto loaded = lz::cpu::load_elf_object(damaged, &why);
         void* fn = loaded ? loaded->function(call.kernel.name) : nullptr;
         char r = kRefused;
-        if (fn) r = call.run(reinterpret_cast<lz::lower::KernelFn>(fn)) == expected ? kSame : kWrong;
+        if (fn) r = call.run(reinterpret_cast<lz::cpu::KernelFn>(fn)) == expected ? kSame : kWrong;
         if (::write(fds[1], &r, 1) != 1) ::_exit(2);
       }
       ::_exit(0);
@@ -301,7 +303,7 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
   auto good = lz::cpu::load_elf_object(obj, &why);  // also loads libmvec before the children fork
   ASSERT_NE(good, nullptr) << why;
   const std::vector<char> expected =
-      call.run(reinterpret_cast<lz::lower::KernelFn>(good->function(call.kernel.name)));
+      call.run(reinterpret_cast<lz::cpu::KernelFn>(good->function(call.kernel.name)));
   ASSERT_EQ(expected, call.run(k[0]->fn));
 
   const std::vector<uint64_t> bits = structural_bits(obj);

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
@@ -20,8 +21,6 @@
 namespace lz::cpu {
 
 using lower::IndexCheck;
-using lower::KernelErrorSink;
-using lower::KernelFn;
 using lower::Plan;
 using lower::PlanKernel;
 using lower::PlanStep;
@@ -30,7 +29,7 @@ using lower::ValueHome;
 
 namespace {
 
-// A kernel launch's error sink (kernel_spec.h): keeps the failure with the smallest key, so the
+// A kernel launch's error sink (kernel_abi.h): keeps the failure with the smallest key, so the
 // error names the first bad index in the kernel's row-major order, whatever the threads did.
 struct IndexFailure : KernelErrorSink {
   std::mutex mu;  // guards the fields below (threads of one launch report concurrently)
@@ -241,7 +240,7 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
     const bool explain = config().debug >= 3;
-    Plan plan = lower::build_plan(g, explain);
+    Plan plan = lower::build_plan(g, cpu_target(), explain);
     if (explain) {
       debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + lower::describe_plan(plan));
     }
@@ -250,7 +249,7 @@ class CpuBackend : public Backend {
   }
 
   std::string describe(const LoweringGraph& g, bool llvm_ir) override {
-    Plan plan = lower::build_plan(g, /*explain=*/true);
+    Plan plan = lower::build_plan(g, cpu_target(), /*explain=*/true);
     std::string out = lower::describe_plan(plan);
     if (llvm_ir) {
       for (const PlanKernel& k : plan.kernels) {

@@ -32,7 +32,6 @@
 
 namespace lz::cpu {
 
-using lower::KernelFn;
 using lower::PlanKernel;
 
 namespace {

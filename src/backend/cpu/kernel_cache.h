@@ -10,13 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/kernel_abi.h"
 #include "lower/plan.h"
 
 namespace lz::cpu {
 
 // A kernel's code, linked into the process; freed when the last program using it is gone.
 struct LoadedKernel {
-  lower::KernelFn fn = nullptr;
+  KernelFn fn = nullptr;
   std::string symbol;
 };
 
