@@ -1,5 +1,5 @@
-// CpuCompilerRowFusion: fusion rule 5b (fusion.cpp). A reduction over the trailing dims whose uses
-// all end in one elementwise kernel over its input's space becomes a stage of that kernel
+// CpuCompilerRowFusion: fusion rule 5b (lower/fusion.cpp). A reduction over the trailing dims whose
+// uses all end in one elementwise kernel over its input's space becomes a stage of that kernel
 // (Scheme::RowFused): softmax, log_softmax, layer_norm and rms_norm are one kernel reading their
 // input once. Every plan is checked against the reference backend, and against the plan without
 // the rule (LAZULI_FUSE_ROWS=0), whose values the rule must not change.

@@ -1,5 +1,5 @@
-// The cpu backend's float16/bfloat16 kernels (fusion.cpp rule 10, jit/codegen.cpp widen/narrow)
-// against the reference backend ("interp"), bit for bit:
+// The cpu backend's float16/bfloat16 kernels (lower/fusion.cpp rule 10, jit/emit_expr.cpp
+// widen/narrow) against the reference backend ("interp"), bit for bit:
 //  - every 16-bit pattern of both formats cast to every dtype (NaN payloads, signaling NaNs,
 //    infinities, signed zeros, float16 subnormals);
 //  - float32, float64, integer and bool values cast to both formats: ties, the float16
@@ -292,7 +292,7 @@ TEST_F(CpuReducedFloat, MovementAndIndexOpsOn16BitDataAreCompiledAsTheReference)
 }
 
 TEST_F(CpuReducedFloat, ACatOf16BitTensorsIsOneKernelPerPartWithTheCastsFused) {
-  // cat's part kernels (fusion.cpp) load and store 16-bit values like any other dtype.
+  // cat's part kernels (lower/fusion.cpp) load and store 16-bit values like any other dtype.
   for (DType t : {DType::BFloat16, DType::Float16}) {
     auto program = [t] {
       Tensor a = cast(arange(0, 10, 1, DType::Float32), t);

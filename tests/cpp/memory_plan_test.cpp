@@ -1,4 +1,4 @@
-// The cpu planner's arena placement (plan.h place_scratch): values alive at the same step never
+// The planner's arena placement (lower/plan.h place_scratch): values alive at the same step never
 // share bytes, blocks of dead values are reused, and both placements agree on that for random
 // lifetimes; a sum past 64 bits is an OutOfMemoryError, not a wrapped offset.
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
-// The cpu backend: a synced graph becomes a plan (fusion.cpp) whose kernels are compiled by LLVM
-// (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
+// The cpu backend: a synced graph becomes a plan (lower/fusion.cpp, for cpu_target()) whose
+// kernels are compiled by LLVM (kernel_cache.cpp), and running it walks the steps on the runtime
+// thread pool.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -201,7 +202,8 @@ class CpuProgram final : public Executable {
     const PlanValue& ov = plan_.values[s.output];
     interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
     if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
-      // Only float32 2-D products fold transposes (fusion.cpp rule 7), and sgemm takes them all.
+      // Only float32 2-D products fold transposes (lower/fusion.cpp rule 7, the cpu target's
+      // matmul_transpose_dtype), and sgemm takes them all.
       if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
       return;
     }

@@ -3,8 +3,8 @@
 // The code generator lives in its own shared library (liblazuli_jit.so, src/backend/cpu/jit/),
 // loaded with dlopen at the first kernel compile or load: libLLVM costs about 60 ms to load
 // (MACHINE.md), and `import lazuli` or a program that only hits compiled programs should not pay
-// it. The library uses only the header-only structures of kernel_spec.h, no runtime symbol, so it
-// loads beside a Python extension whose symbols are private.
+// it. The library uses only the header-only structures of lower/kernel_spec.h, no runtime symbol,
+// so it loads beside a Python extension whose symbols are private.
 #pragma once
 #include <string>
 
