@@ -1,4 +1,4 @@
-// CpuCompilerFusion: the cpu backend's plans really fuse (kernels counted in lz::cpu::build_plan's
+// CpuCompilerFusion: the cpu backend's plans really fuse (kernels counted in lz::lower::build_plan's
 // plan), and fused programs agree with the reference backend.
 #include "cpu_compiler_util.h"
 
@@ -19,13 +19,13 @@ TEST_F(CpuCompilerFusion, ASixOpElementwiseChainIsOneKernel) {
     return std::vector<Tensor>{sigmoid(relu(exp(x) * 2.5f - x) + 1.5f)};  // exp mul sub relu add sigmoid
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
+  lower::Plan p = plan_of(ts);
   StepCounts c = count_steps(p);
-  EXPECT_EQ(c.kernels, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(c.kernels, 1) << lower::describe_plan(p);
   EXPECT_EQ(c.fallbacks + c.library, 0);
   ASSERT_EQ(p.kernels.size(), 1u);
   int ops = 0;
-  for (const cpu::KExpr& e : p.kernels[0].spec.exprs) {
+  for (const lower::KExpr& e : p.kernels[0].spec.exprs) {
     if (e.op != ir::OpKind::DeviceData && e.op != ir::OpKind::Constant) ++ops;
   }
   EXPECT_GE(ops, 6) << p.kernels[0].spec.pseudo_c("k");
@@ -36,18 +36,18 @@ TEST_F(CpuCompilerFusion, ASixOpElementwiseChainIsOneKernel) {
 TEST_F(CpuCompilerFusion, SoftmaxIsAtMostThreeKernels) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
+  lower::Plan p = plan_of(ts);
   StepCounts c = count_steps(p);
-  EXPECT_LE(c.kernels, 3) << cpu::describe_plan(p);
-  EXPECT_EQ(c.fallbacks + c.library, 0) << cpu::describe_plan(p);
+  EXPECT_LE(c.kernels, 3) << lower::describe_plan(p);
+  EXPECT_EQ(c.fallbacks + c.library, 0) << lower::describe_plan(p);
   expect_agree(program);
 }
 
 TEST_F(CpuCompilerFusion, SoftmaxOverTheLeadingDimIsAtMostThreeKernels) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(40 * 24, 0.1f), {40, 24}), 0)}; };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_LE(count_steps(p).kernels, 3) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_LE(count_steps(p).kernels, 3) << lower::describe_plan(p);
   EXPECT_EQ(count_steps(p).fallbacks, 0);
   expect_agree(program);
 }
@@ -59,8 +59,8 @@ TEST_F(CpuCompilerFusion, AReductionFusesItsElementwiseProducer) {
       return std::vector<Tensor>{sum(x * x + 1, dims)};
     };
     std::vector<Tensor> ts = program();
-    cpu::Plan p = plan_of(ts);
-    EXPECT_EQ(p.steps.size(), 1u) << "dims " << shape_text(dims) << "\n" << cpu::describe_plan(p);
+    lower::Plan p = plan_of(ts);
+    EXPECT_EQ(p.steps.size(), 1u) << "dims " << shape_text(dims) << "\n" << lower::describe_plan(p);
     EXPECT_EQ(count_steps(p).kernels, 1);
     EXPECT_EQ(p.arena_bytes, 0);
     expect_agree(program, 1e-4);
@@ -74,8 +74,8 @@ TEST_F(CpuCompilerFusion, ATransposeFeedingAnAddIsNotCopied) {
     return std::vector<Tensor>{transpose(x, 0, 1) + y};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(p.steps.size(), 1u) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(p.steps.size(), 1u) << lower::describe_plan(p);
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_EQ(p.kernels[0].spec.inputs.size(), 2u) << "x read in place through strides";
   EXPECT_EQ(p.arena_bytes, 0);
@@ -92,8 +92,8 @@ TEST_F(CpuCompilerFusion, SlicesExpandsAndSplitsAreIndexArithmetic) {
     return std::vector<Tensor>{permute(r, {2, 0, 1}) + 1};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(p.steps.size(), 1u) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(p.steps.size(), 1u) << lower::describe_plan(p);
   expect_agree(program);
 }
 
@@ -105,13 +105,13 @@ TEST_F(CpuCompilerFusion, AMatmulIsALibraryCallStep) {
     return std::vector<Tensor>{relu(matmul(a, w) + b)};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
+  lower::Plan p = plan_of(ts);
   StepCounts c = count_steps(p);
-  EXPECT_EQ(c.library, 1) << cpu::describe_plan(p);
+  EXPECT_EQ(c.library, 1) << lower::describe_plan(p);
   EXPECT_EQ(c.kernels, 1);
   EXPECT_EQ(c.fallbacks, 0);
   bool found = false;
-  for (const cpu::PlanStep& s : p.steps) found = found || (s.kind == cpu::PlanStep::MatMul && s.op == ir::OpKind::MatMul);
+  for (const lower::PlanStep& s : p.steps) found = found || (s.kind == lower::PlanStep::MatMul && s.op == ir::OpKind::MatMul);
   EXPECT_TRUE(found);
   expect_agree(program, 1e-4);
 }
@@ -124,13 +124,13 @@ TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
     return std::vector<Tensor>{sum(h, {1}), h * h};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
+  lower::Plan p = plan_of(ts);
   // h is computed once (as the root h*h reads it or as a scratch value), not once per user.
   int tanh_count = 0;
-  for (const cpu::PlanKernel& k : p.kernels) {
-    for (const cpu::KExpr& e : k.spec.exprs) tanh_count += e.op == ir::OpKind::Tanh;
+  for (const lower::PlanKernel& k : p.kernels) {
+    for (const lower::KExpr& e : k.spec.exprs) tanh_count += e.op == ir::OpKind::Tanh;
   }
-  EXPECT_EQ(tanh_count, 12) << cpu::describe_plan(p);
+  EXPECT_EQ(tanh_count, 12) << lower::describe_plan(p);
   expect_agree(program, 1e-4);
 }
 
@@ -156,12 +156,12 @@ TEST_F(CpuCompilerFusion, AChainPastTheKernelSizeLimitSplitsAndStillAgrees) {
     return std::vector<Tensor>{h};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_GE(count_steps(p).kernels, 2) << cpu::describe_plan(p);
-  EXPECT_NE(cpu::describe_plan(p).find("(rule 6)"), std::string::npos);
-  for (const cpu::PlanKernel& k : p.kernels) {
+  lower::Plan p = plan_of(ts);
+  EXPECT_GE(count_steps(p).kernels, 2) << lower::describe_plan(p);
+  EXPECT_NE(lower::describe_plan(p).find("(rule 6)"), std::string::npos);
+  for (const lower::PlanKernel& k : p.kernels) {
     int ops = 0;
-    for (const cpu::KExpr& e : k.spec.exprs) ops += e.op != ir::OpKind::DeviceData && e.op != ir::OpKind::Constant;
+    for (const lower::KExpr& e : k.spec.exprs) ops += e.op != ir::OpKind::DeviceData && e.op != ir::OpKind::Constant;
     EXPECT_LE(ops, 64) << "a kernel over the limit";
   }
   std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
@@ -214,8 +214,8 @@ TEST_F(CpuCompilerFusion, TransposedMatmulOperandsAreFoldedIntoTheLibraryCallAnd
           return std::vector<Tensor>{matmul(a, b)};
         };
         std::vector<Tensor> ts = program();
-        cpu::Plan p = plan_of(ts);
-        EXPECT_EQ(p.steps.size(), 1u) << "a transposed operand was copied\n" << cpu::describe_plan(p);
+        lower::Plan p = plan_of(ts);
+        EXPECT_EQ(p.steps.size(), 1u) << "a transposed operand was copied\n" << lower::describe_plan(p);
         std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
         ASSERT_EQ(ref[0].f.size(), got[0].f.size());
         for (size_t i = 0; i < ref[0].f.size(); ++i) {

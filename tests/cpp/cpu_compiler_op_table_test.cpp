@@ -217,11 +217,11 @@ TEST_F(CpuCompilerOpTable, EveryElementwiseOpAndDtypeMatchesTheReferenceOnSpecia
       }
       // The planner lowers it to kernels where it says it compiles it.
       set_active_backend("cpu");
-      cpu::Plan p = plan_of(prog.build());
+      lower::Plan p = plan_of(prog.build());
       set_active_backend("interp");
       if (planner_compiles(op.name, dt)) {
         EXPECT_EQ(count_steps(p).fallbacks, 0) << op.name << " on " << dtype_name(dt) << " runs a fallback\n"
-                                               << cpu::describe_plan(p);
+                                               << lower::describe_plan(p);
       }
       ops.push_back(op);
       progs.push_back(std::move(prog));

@@ -1,5 +1,5 @@
-// CpuCompilerRowFusion: fusion rule 5b (fusion.cpp). A reduction over the trailing dims whose uses
-// all end in one elementwise kernel over its input's space becomes a stage of that kernel
+// CpuCompilerRowFusion: fusion rule 5b (lower/fusion.cpp). A reduction over the trailing dims whose
+// uses all end in one elementwise kernel over its input's space becomes a stage of that kernel
 // (Scheme::RowFused): softmax, log_softmax, layer_norm and rms_norm are one kernel reading their
 // input once. Every plan is checked against the reference backend, and against the plan without
 // the rule (LAZULI_FUSE_ROWS=0), whose values the rule must not change.
@@ -18,10 +18,10 @@ class CpuCompilerRowFusion : public CpuCompilerTest {
   }
 };
 
-int row_kernels(const cpu::Plan& p) {
+int row_kernels(const lower::Plan& p) {
   int n = 0;
-  for (const cpu::PlanStep& s : p.steps) {
-    n += s.kind == cpu::PlanStep::Kernel && p.kernels[s.kernel].spec.scheme == cpu::Scheme::RowFused;
+  for (const lower::PlanStep& s : p.steps) {
+    n += s.kind == lower::PlanStep::Kernel && p.kernels[s.kernel].spec.scheme == lower::Scheme::RowFused;
   }
   return n;
 }
@@ -56,8 +56,8 @@ Tensor layer_norm_of(const Tensor& x, const Tensor& w, const Tensor& b) {
 TEST_F(CpuCompilerRowFusion, SoftmaxOverTheLastDimIsOneKernelReadingItsInputOnce) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
   EXPECT_EQ(row_kernels(p), 1);
   EXPECT_EQ(p.arena_bytes, 0) << "no intermediate buffer";
   ASSERT_EQ(p.kernels.size(), 1u);
@@ -80,8 +80,8 @@ TEST_F(CpuCompilerRowFusion, LogSoftmaxAndLayerNormAndRmsNormAreOneKernelEach) {
   for (size_t c = 0; c < cases.size(); ++c) {
     auto program = [&] { return std::vector<Tensor>{cases[c]()}; };
     std::vector<Tensor> ts = program();
-    cpu::Plan p = plan_of(ts);
-    EXPECT_EQ(count_steps(p).kernels, 1) << "case " << c << "\n" << cpu::describe_plan(p);
+    lower::Plan p = plan_of(ts);
+    EXPECT_EQ(count_steps(p).kernels, 1) << "case " << c << "\n" << lower::describe_plan(p);
     EXPECT_EQ(row_kernels(p), 1) << "case " << c;
     expect_agree(program, 1e-5, "case " + std::to_string(c));
     expect_rule_changes_no_bits(program);
@@ -95,8 +95,8 @@ TEST_F(CpuCompilerRowFusion, ALayerNormOverTwoTrailingDimsFoldsBoth) {
     return std::vector<Tensor>{centered * rsqrt(mean(centered * centered, {1, 2}, true) + 1e-5f)};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
   EXPECT_EQ(row_kernels(p), 1);
   expect_agree(program, 1e-5);
   expect_rule_changes_no_bits(program);
@@ -109,8 +109,8 @@ TEST_F(CpuCompilerRowFusion, AReductionWithoutKeepdimBroadcastThroughViewsFolds)
     return std::vector<Tensor>{x - expand(m, {16, 30})};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(count_steps(p).kernels, 1) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
   EXPECT_EQ(row_kernels(p), 1);
   expect_agree(program, 0);
 }
@@ -125,8 +125,8 @@ TEST_F(CpuCompilerRowFusion, AReductionAlsoReadElsewhereStaysMaterialized) {
     return std::vector<Tensor>{e / sum(e, {1}, true), m};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(count_steps(p).kernels, 2) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 2) << lower::describe_plan(p);
   EXPECT_EQ(row_kernels(p), 1);
   expect_agree(program, 1e-6);
   expect_rule_changes_no_bits(program);
@@ -135,8 +135,8 @@ TEST_F(CpuCompilerRowFusion, AReductionAlsoReadElsewhereStaysMaterialized) {
 TEST_F(CpuCompilerRowFusion, AReductionOverALeadingDimIsNotFolded) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(40 * 24, 0.1f), {40, 24}), 0)}; };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << lower::describe_plan(p);
   expect_agree(program, 1e-6);
 }
 
@@ -147,8 +147,8 @@ TEST_F(CpuCompilerRowFusion, RowsLongerThanTheLimitAreNotFolded) {
     return std::vector<Tensor>{x - mean(x)};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << lower::describe_plan(p);
   EXPECT_EQ(count_steps(p).kernels, 2);
   expect_agree(program, 1e-6);
 }
@@ -161,10 +161,10 @@ TEST_F(CpuCompilerRowFusion, AReducedValueReadAcrossTheRowFallsBackToItsOwnKerne
     return std::vector<Tensor>{x + sum(x, {1})};
   };
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
-  EXPECT_EQ(count_steps(p).kernels, 2) << cpu::describe_plan(p);
-  EXPECT_NE(cpu::describe_plan(p).find("does not fit"), std::string::npos) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 2) << lower::describe_plan(p);
+  EXPECT_NE(lower::describe_plan(p).find("does not fit"), std::string::npos) << lower::describe_plan(p);
   expect_agree(program, 1e-6);
 }
 
@@ -177,8 +177,8 @@ TEST_F(CpuCompilerRowFusion, RowsOfOnePointAndASingleRowAgree) {
   for (size_t c = 0; c < cases.size(); ++c) {
     auto program = [&] { return std::vector<Tensor>{cases[c]()}; };
     std::vector<Tensor> ts = program();
-    cpu::Plan p = plan_of(ts);
-    EXPECT_EQ(row_kernels(p), 1) << "case " << c << "\n" << cpu::describe_plan(p);
+    lower::Plan p = plan_of(ts);
+    EXPECT_EQ(row_kernels(p), 1) << "case " << c << "\n" << lower::describe_plan(p);
     expect_agree(program, 1e-6, "case " + std::to_string(c));
   }
 }
@@ -191,7 +191,7 @@ TEST_F(CpuCompilerRowFusion, IntegerAndFloat64StagesAgreeExactlyOrClosely) {
     return std::vector<Tensor>{x - amax(x, {1}, true) + sum(x, {1}, true)};
   };
   std::vector<Tensor> ts = ints();
-  EXPECT_EQ(row_kernels(plan_of(ts)), 1) << cpu::describe_plan(plan_of(ts));
+  EXPECT_EQ(row_kernels(plan_of(ts)), 1) << lower::describe_plan(plan_of(ts));
   expect_agree(ints, 0);
   auto f64 = [] {
     return std::vector<Tensor>{nn::softmax(cast(tensor<float>(ramp(10 * 70, 0.2f), {10, 70}), DType::Float64), 1)};
@@ -203,9 +203,9 @@ TEST_F(CpuCompilerRowFusion, TheRuleSwitchedOffGivesTheMaterializedPlan) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(32 * 50, 0.1f), {32, 50}), 1)}; };
   mutable_config().fuse_rows = false;
   std::vector<Tensor> ts = program();
-  cpu::Plan p = plan_of(ts);
-  EXPECT_EQ(row_kernels(p), 0) << cpu::describe_plan(p);
-  EXPECT_EQ(count_steps(p).kernels, 3) << cpu::describe_plan(p);
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 3) << lower::describe_plan(p);
 }
 
 TEST_F(CpuCompilerRowFusion, ALayerNormTrainingStepAgreesWithTheReference) {

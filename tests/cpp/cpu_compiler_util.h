@@ -24,12 +24,13 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "core/shape.h"
 #include "exec/graph_executor.h"
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
+#include "lower/plan.h"
 #include "test_util.h"
 
 namespace lz::cpu_test {
@@ -148,22 +149,24 @@ inline std::vector<Result> run_on(const std::string& backend, const std::functio
   return out;
 }
 
-// The cpu plan of these tensors' pending graph, built as dump_kernels builds it.
-inline cpu::Plan plan_of(const std::vector<Tensor>& ts) {
+// The plan of these tensors' pending graph for `target` (the cpu backend's by default), built as
+// dump_kernels builds it.
+inline lower::Plan plan_of(const std::vector<Tensor>& ts,
+                           const lower::Target& target = cpu::cpu_target()) {
   std::vector<internal::TensorImplPtr> impls;
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  return cpu::build_plan(lowering_graph(roots, po), /*explain=*/true);
+  return lower::build_plan(lowering_graph(roots, po), target, /*explain=*/true);
 }
 
 struct StepCounts {
   int kernels = 0, library = 0, fallbacks = 0;
 };
-inline StepCounts count_steps(const cpu::Plan& p) {
+inline StepCounts count_steps(const lower::Plan& p) {
   StepCounts c;
-  for (const cpu::PlanStep& s : p.steps) {
-    (s.kind == cpu::PlanStep::Kernel ? c.kernels : s.kind == cpu::PlanStep::MatMul ? c.library : c.fallbacks)++;
+  for (const lower::PlanStep& s : p.steps) {
+    (s.kind == lower::PlanStep::Kernel ? c.kernels : s.kind == lower::PlanStep::MatMul ? c.library : c.fallbacks)++;
   }
   return c;
 }
@@ -240,12 +243,12 @@ inline std::vector<float> ramp(int64_t n, float scale = 0.01f, float offset = -1
 }
 
 // Steps of one kind in a plan; fallbacks: steps that run a reference kernel.
-inline int count_steps(const cpu::Plan& p, cpu::PlanStep::Kind kind) {
+inline int count_steps(const lower::Plan& p, lower::PlanStep::Kind kind) {
   int n = 0;
-  for (const cpu::PlanStep& s : p.steps) n += s.kind == kind;
+  for (const lower::PlanStep& s : p.steps) n += s.kind == kind;
   return n;
 }
-inline int fallbacks(const cpu::Plan& p) { return count_steps(p, cpu::PlanStep::Fallback); }
+inline int fallbacks(const lower::Plan& p) { return count_steps(p, lower::PlanStep::Fallback); }
 
 // Both backends give the same outputs: integers and bools exactly, floats within rtol of the
 // reference's magnitude (at least 1), or with rtol 0 bit for bit (NaN equals NaN).

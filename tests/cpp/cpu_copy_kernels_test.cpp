@@ -119,9 +119,9 @@ TEST_F(CpuCopyKernels, ACatsOperandsAreFusedIntoItsPartKernels) {
     return std::vector<Tensor>{cat({exp(x) * 2, transpose(t, 0, 1) - 1, x}, 1)};
   };
   expect_agree(program, 0, "fused operands");
-  const cpu::Plan plan = plan_of(program());
+  const lower::Plan plan = plan_of(program());
   EXPECT_EQ(fallbacks(plan), 0);
-  EXPECT_EQ(count_steps(plan, cpu::PlanStep::Kernel), 3);  // one per part
+  EXPECT_EQ(count_steps(plan, lower::PlanStep::Kernel), 3);  // one per part
   EXPECT_EQ(plan.arena_bytes, 0);  // nothing computed aside: each part writes the output
 }
 

@@ -17,9 +17,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
+#include "lower/plan.h"
 #include "cpu_compiler_util.h"
 #include "test_util.h"
 

@@ -81,9 +81,9 @@ TEST_F(CpuRandomKernels, AFusedDropoutIsOneKernelAndBitForBitTheReferences) {
     return std::vector<Tensor>{x * keep * (1.0 / (1.0 - p))};
   };
   expect_agree(program, 0, "dropout");
-  const cpu::Plan plan = plan_of(program());
+  const lower::Plan plan = plan_of(program());
   EXPECT_EQ(fallbacks(plan), 0);
-  EXPECT_EQ(count_steps(plan, cpu::PlanStep::Kernel), 1);  // mask, product, scale
+  EXPECT_EQ(count_steps(plan, lower::PlanStep::Kernel), 1);  // mask, product, scale
 }
 
 TEST_F(CpuRandomKernels, ADropoutTrainingStepRunsNoReferenceRandomKernel) {

@@ -1,5 +1,5 @@
-// The cpu backend's float16/bfloat16 kernels (fusion.cpp rule 10, jit/codegen.cpp widen/narrow)
-// against the reference backend ("interp"), bit for bit:
+// The cpu backend's float16/bfloat16 kernels (lower/fusion.cpp rule 10, jit/emit_expr.cpp
+// widen/narrow) against the reference backend ("interp"), bit for bit:
 //  - every 16-bit pattern of both formats cast to every dtype (NaN payloads, signaling NaNs,
 //    infinities, signed zeros, float16 subnormals);
 //  - float32, float64, integer and bool values cast to both formats: ties, the float16
@@ -20,11 +20,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "core/metrics.h"
 #include "core/reduced_float.h"
 #include "exec/graph_executor.h"
+#include "lower/plan.h"
 #include "cpu_compiler_util.h"
 #include "test_util.h"
 
@@ -78,19 +79,19 @@ std::vector<std::vector<uint64_t>> run_on(const std::string& backend,
   return out;
 }
 
-cpu::Plan plan_of(const std::vector<Tensor>& ts) {
+lower::Plan plan_of(const std::vector<Tensor>& ts) {
   std::vector<internal::TensorImplPtr> impls;
   for (const Tensor& t : ts) impls.push_back(t.impl());
   Roots roots = collect(impls, /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  return cpu::build_plan(lowering_graph(roots, po), /*explain=*/false);
+  return lower::build_plan(lowering_graph(roots, po), cpu::cpu_target(), /*explain=*/false);
 }
 
 // Reference kernels the plan runs, by op name.
 std::vector<std::string> fallbacks(const std::vector<Tensor>& ts) {
   std::vector<std::string> names;
-  for (const cpu::PlanStep& s : plan_of(ts).steps) {
-    if (s.kind == cpu::PlanStep::Fallback) names.push_back(s.counter);
+  for (const lower::PlanStep& s : plan_of(ts).steps) {
+    if (s.kind == lower::PlanStep::Fallback) names.push_back(s.counter);
   }
   return names;
 }
@@ -291,7 +292,7 @@ TEST_F(CpuReducedFloat, MovementAndIndexOpsOn16BitDataAreCompiledAsTheReference)
 }
 
 TEST_F(CpuReducedFloat, ACatOf16BitTensorsIsOneKernelPerPartWithTheCastsFused) {
-  // cat's part kernels (fusion.cpp) load and store 16-bit values like any other dtype.
+  // cat's part kernels (lower/fusion.cpp) load and store 16-bit values like any other dtype.
   for (DType t : {DType::BFloat16, DType::Float16}) {
     auto program = [t] {
       Tensor a = cast(arange(0, 10, 1, DType::Float32), t);

@@ -21,11 +21,12 @@
 #include "backend/backend.h"
 #include "backend/cpu/disk_cache.h"
 #include "backend/cpu/elf_loader.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
 #include "lazuli/lazuli.h"
+#include "lower/plan.h"
 
 namespace {
 
@@ -141,8 +142,8 @@ lz::Tensor fuzz_graph(float offset) {
 
 // The one kernel step of a graph's plan, with buffers for its inputs (filled) and its output.
 struct KernelCall {
-  lz::cpu::PlanKernel kernel;
-  lz::cpu::PlanStep step;
+  lz::lower::PlanKernel kernel;
+  lz::lower::PlanStep step;
   std::vector<std::vector<char>> inputs;
   size_t out_bytes = 0;
 
@@ -160,7 +161,8 @@ struct KernelCall {
 KernelCall plan_one_kernel(const lz::Tensor& t) {
   lz::Roots roots = lz::collect({t.impl()}, /*include_views=*/false);
   lz::PostOrder po = lz::post_order(roots.values);
-  lz::cpu::Plan plan = lz::cpu::build_plan(lz::lowering_graph(roots, po), /*explain=*/false);
+  lz::lower::Plan plan = lz::lower::build_plan(lz::lowering_graph(roots, po),
+                                               lz::cpu::cpu_target(), /*explain=*/false);
   KernelCall call;
   EXPECT_EQ(plan.kernels.size(), 1u);
   EXPECT_EQ(plan.steps.size(), 1u);

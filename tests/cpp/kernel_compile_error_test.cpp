@@ -14,14 +14,14 @@
 
 namespace {
 
-using lz::cpu::KExpr;
+using lz::lower::KExpr;
 using lz::ir::OpKind;
 
 TEST(KernelCompileError, NamesTheKernelAndSavesItsIr) {
-  lz::cpu::PlanKernel k;
+  lz::lower::PlanKernel k;
   k.spec.rank = 1;
   k.spec.inputs = {{lz::DType::Float32, false}};
-  k.spec.inner = {lz::cpu::StrideClass::One, lz::cpu::StrideClass::One};
+  k.spec.inner = {lz::lower::StrideClass::One, lz::lower::StrideClass::One};
   // A matrix product is not an elementwise op: the code generator refuses it.
   k.spec.exprs = {KExpr{OpKind::DeviceData, lz::DType::Float32, -1, -1, -1, 0, 0},
                   KExpr{OpKind::MatMul, lz::DType::Float32, 0, 0, -1, -1, 0}};

@@ -1,14 +1,14 @@
-// The cpu planner's arena placement (plan.h place_scratch): values alive at the same step never
+// The planner's arena placement (lower/plan.h place_scratch): values alive at the same step never
 // share bytes, blocks of dead values are reused, and both placements agree on that for random
 // lifetimes; a sum past 64 bits is an OutOfMemoryError, not a wrapped offset.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "backend/cpu/plan.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 namespace {
 
 // Every pair alive at a common step occupies disjoint bytes, and every block lies in the arena.
@@ -98,4 +98,4 @@ TEST(MemoryPlan, ScratchPastSixtyFourBitsIsOutOfMemory) {
 }
 
 }  // namespace
-}  // namespace lz::cpu
+}  // namespace lz::lower

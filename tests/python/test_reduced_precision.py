@@ -282,7 +282,7 @@ def test_both_backends_agree_on_a_small_network(rng):
 
 
 def test_cpu_backend_compiles_16_bit_elementwise_chains_without_fallbacks(rng):
-    # fusion.cpp rule 10: casts, leaves, views and index loads of 16-bit floats are kernels.
+    # lower/fusion.cpp rule 10: casts, leaves, views and index loads of 16-bit floats are kernels.
     a = rng.standard_normal((32, 48)).astype(np.float32) * 100
     a[0, 0], a[0, 1] = 32760.0, 2.0**-25  # overflows float16 once doubled; a subnormal tie
 

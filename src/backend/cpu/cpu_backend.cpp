@@ -1,5 +1,6 @@
-// The cpu backend: a synced graph becomes a plan (fusion.cpp) whose kernels are compiled by LLVM
-// (kernel_cache.cpp), and running it walks the steps on the runtime thread pool.
+// The cpu backend: a synced graph becomes a plan (lower/fusion.cpp, for cpu_target()) whose
+// kernels are compiled by LLVM (kernel_cache.cpp), and running it walks the steps on the runtime
+// thread pool.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -8,20 +9,28 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/blas.h"
+#include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
-#include "backend/cpu/plan.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
 #include "core/debug_write.h"
 #include "core/metrics.h"
 #include "core/thread_pool.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
 namespace lz::cpu {
 
+using lower::IndexCheck;
+using lower::Plan;
+using lower::PlanKernel;
+using lower::PlanStep;
+using lower::PlanValue;
+using lower::ValueHome;
+
 namespace {
 
-// A kernel launch's error sink (kernel_spec.h): keeps the failure with the smallest key, so the
+// A kernel launch's error sink (kernel_abi.h): keeps the failure with the smallest key, so the
 // error names the first bad index in the kernel's row-major order, whatever the threads did.
 struct IndexFailure : KernelErrorSink {
   std::mutex mu;  // guards the fields below (threads of one launch report concurrently)
@@ -89,7 +98,7 @@ class CpuProgram final : public Executable {
       int v = plan_.root_value[r];
       into_param[v] = 1;
       if (plan_.values[v].def_step <= last_fallible_ ||
-          !root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
+          !lower::root_may_overwrite(plan_, static_cast<int>(r), it->second)) {
         into_param[v] = 0;
         spills.push_back(std::make_shared<Storage>(static_cast<size_t>(plan_.values[v].nbytes)));
         ptr[v] = spills.back()->data();
@@ -193,7 +202,8 @@ class CpuProgram final : public Executable {
     const PlanValue& ov = plan_.values[s.output];
     interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
     if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
-      // Only float32 2-D products fold transposes (fusion.cpp rule 7), and sgemm takes them all.
+      // Only float32 2-D products fold transposes (lower/fusion.cpp rule 7, the cpu target's
+      // matmul_transpose_dtype), and sgemm takes them all.
       if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
       return;
     }
@@ -231,15 +241,17 @@ class CpuBackend : public Backend {
 
   std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
     const bool explain = config().debug >= 3;
-    Plan plan = build_plan(g, explain);
-    if (explain) debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + describe_plan(plan));
+    Plan plan = lower::build_plan(g, cpu_target(), explain);
+    if (explain) {
+      debug_write("[lazuli] fusion plan (LAZULI_DEBUG=3)\n" + lower::describe_plan(plan));
+    }
     auto kernels = obtain_kernels(plan.kernels);
     return std::make_shared<CpuProgram>(std::move(plan), std::move(kernels));
   }
 
   std::string describe(const LoweringGraph& g, bool llvm_ir) override {
-    Plan plan = build_plan(g, /*explain=*/true);
-    std::string out = describe_plan(plan);
+    Plan plan = lower::build_plan(g, cpu_target(), /*explain=*/true);
+    std::string out = lower::describe_plan(plan);
     if (llvm_ir) {
       for (const PlanKernel& k : plan.kernels) {
         out += "; LLVM IR of " + k.name + " (before optimization)\n" + kernel_llvm_ir(k);

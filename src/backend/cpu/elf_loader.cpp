@@ -38,9 +38,9 @@ bool in_file(std::string_view f, uint64_t off, uint64_t size) {
 
 bool power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-// The functions the code generator calls (jit/codegen.cpp: the libm table and the libmvec names
-// the vectorizer maps it to; memset/memcpy/memmove from loop idioms; rounding and sqrt as
-// library calls on processors without the instructions). Nothing else is resolved, so a damaged
+// The functions the code generator calls (jit/emitter.h's libm table and the libmvec names
+// jit/codegen.cpp lets the vectorizer map it to; memset/memcpy/memmove from loop idioms; rounding
+// and sqrt as library calls on processors without the instructions). Nothing else is resolved, so a damaged
 // name can never call an arbitrary function of the process.
 bool allowed_external(std::string_view name) {
   static const char* const kScalar[] = {

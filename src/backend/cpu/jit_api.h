@@ -3,12 +3,12 @@
 // The code generator lives in its own shared library (liblazuli_jit.so, src/backend/cpu/jit/),
 // loaded with dlopen at the first kernel compile or load: libLLVM costs about 60 ms to load
 // (MACHINE.md), and `import lazuli` or a program that only hits compiled programs should not pay
-// it. The library uses only the header-only structures of kernel_spec.h, no runtime symbol, so it
-// loads beside a Python extension whose symbols are private.
+// it. The library uses only the header-only structures of lower/kernel_spec.h, no runtime symbol,
+// so it loads beside a Python extension whose symbols are private.
 #pragma once
 #include <string>
 
-#include "backend/cpu/kernel_spec.h"
+#include "lower/kernel_spec.h"
 
 namespace lz::cpu {
 
@@ -19,7 +19,7 @@ class JitCompiler {
   // function is named `name`. Thread-safe: each call has its own LLVMContext, each thread its own
   // TargetMachine. Throws std::runtime_error on failure; `llvm_ir` (if given) receives the
   // unoptimized IR even then, for the bug report.
-  virtual std::string compile(const KernelSpec& spec, const std::string& name, std::string* llvm_ir) = 0;
+  virtual std::string compile(const lower::KernelSpec& spec, const std::string& name, std::string* llvm_ir) = 0;
   // Links an object into the process under its own resource tracker; returns `name`'s address.
   // Thread-safe. Throws std::runtime_error when the object cannot be linked.
   virtual void* load(const std::string& object, const std::string& name) = 0;

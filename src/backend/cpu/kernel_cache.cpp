@@ -31,6 +31,9 @@
 #endif
 
 namespace lz::cpu {
+
+using lower::PlanKernel;
+
 namespace {
 
 constexpr size_t kMemoryKernels = 4096;

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/plan.h"
+#include "backend/cpu/kernel_abi.h"
+#include "lower/plan.h"
 
 namespace lz::cpu {
 
@@ -22,10 +23,11 @@ struct LoadedKernel {
 
 // The loaded kernels of `kernels`, in order. Compiles what neither cache has. Throws lz::Error
 // naming the kernel when a compile fails (its IR is saved to a file named in the message).
-std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<PlanKernel>& kernels);
+std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(
+    const std::vector<lower::PlanKernel>& kernels);
 
 // The kernel's LLVM IR before optimization (loads the code generator).
-std::string kernel_llvm_ir(const PlanKernel& kernel);
+std::string kernel_llvm_ir(const lower::PlanKernel& kernel);
 
 
 // Drops the memory level (programs still holding kernels keep them). Tests use it to force the

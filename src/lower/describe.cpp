@@ -1,9 +1,9 @@
 // Plans and kernels in words: debug.dump_kernels and LAZULI_DEBUG=3 print these.
 #include <sstream>
 
-#include "backend/cpu/plan.h"
+#include "lower/plan.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 namespace {
 
 using ir::OpKind;
@@ -241,4 +241,4 @@ std::string describe_plan(const Plan& plan) {
   return os.str();
 }
 
-}  // namespace lz::cpu
+}  // namespace lz::lower

@@ -41,8 +41,8 @@
 // scalar constants (doubles): a constant's value is an argument too, so `x / n` in a mean serves
 // every n; then the bound of each check; then the dynamic strides, per input then the output, one
 // per entry of its `dyn`. Pointers: one per input (null for index inputs), then the output, then
-// (with checks) the error sink. The kernel function is
-// `void k(int64 begin, int64 end, void* const* ptrs, const int64* args)`.
+// (with checks) the error sink. The cpu target's kernel function and error sink:
+// backend/cpu/kernel_abi.h.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -53,7 +53,7 @@
 #include "ir/ops.h"
 #include "lazuli/dtype.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 
 enum class Scheme : uint8_t { Elementwise, RowReduce, ColReduce, Scatter, RowFused };
 // The scheme's name in plan notes and kernel dumps.
@@ -117,14 +117,4 @@ struct KernelSpec {
   std::string pseudo_c(const std::string& name) const;
 };
 
-using KernelFn = void (*)(int64_t begin, int64_t end, void* const* ptrs, const int64_t* args);
-
-// Where a kernel with checks reports an index out of range: `report` is called (from any thread
-// of the launch, at most once per row segment or output) with the failing point's key, the
-// check and the index value. Kernels load `report` from offset 0 and call it with the sink
-// itself, so they need no symbol of the runtime.
-struct KernelErrorSink {
-  void (*report)(KernelErrorSink* self, int64_t key, int64_t check, int64_t value);
-};
-
-}  // namespace lz::cpu
+}  // namespace lz::lower

@@ -1,15 +1,17 @@
-// A cpu program: the plan of one synced graph. Steps (fused kernels, library calls, reference
-// fallbacks) over values (materialized buffers) placed by a memory plan. Built by fusion.cpp from
-// a LoweringGraph; it keeps no node and no buffer, only shapes, arguments and value homes.
+// A program's plan: the lowering of one synced graph for a target (target.h). Steps (fused
+// kernels, library calls, reference fallbacks) over values (materialized buffers) placed by a
+// memory plan. Built by fusion.cpp from a LoweringGraph; it keeps no node and no buffer, only
+// shapes, arguments and value homes. A backend runs it (the cpu backend: cpu_backend.cpp).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/kernel_spec.h"
+#include "lower/kernel_spec.h"
+#include "lower/target.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 
 // Where a materialized value lives while the program runs.
 struct ValueHome {
@@ -94,13 +96,11 @@ inline constexpr size_t kLargestFirstLimit = 4096;
 std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, int64_t* arena_bytes,
                                    Placement how);
 
-// Builds the plan. `explain`: record each fusion decision in notes.
-Plan build_plan(const LoweringGraph& graph, bool explain);
-
-// Which ops the code generator covers for a node of this dtype (others run as fallbacks).
-bool compiles_elementwise(const ir::Node& n);
+// Builds the plan for `target` (what it compiles and calls, lower/target.h). `explain`: record
+// each fusion decision in notes.
+Plan build_plan(const LoweringGraph& graph, const Target& target, bool explain);
 
 // The plan in words: steps, values and each kernel's loop nest (pseudo-C).
 std::string describe_plan(const Plan& plan);
 
-}  // namespace lz::cpu
+}  // namespace lz::lower

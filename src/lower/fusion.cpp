@@ -40,13 +40,15 @@
 //     kMaxRowElements are not fused: they do not stay in cache, and few long rows (a whole-tensor
 //     mean) would leave the outputs' work on one thread.
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
-//  7. Matrix products are library calls (oneDNN sgemm for float32); ops the code generator does
-//     not cover run their reference kernel (a fallback, counted as fallback::<op>). Their
-//     operands are materialized dense buffers, except that a chain of permutes under a float32
-//     2-D matrix product operand is folded into the call: it composes to the identity (read the
-//     buffer as is) or to a transpose (sgemm's 'T'). A float32 2-D product whose only user is a
-//     transpose computes the transpose directly (C^T = op(B)^T op(A)^T): a weight gradient
-//     written (x^T g)^T costs no strided pass.
+//  7. Matrix products are library calls (the cpu target: oneDNN sgemm for float32), and so are
+//     convolutions where the target has a library for them (lower/target.h); ops the target's
+//     code generator does not cover run their reference kernel (a fallback, counted as
+//     fallback::<op>). Their operands are materialized dense buffers, except that a chain of
+//     permutes under a 2-D matrix product operand of the target's transpose dtype (float32) is
+//     folded into the call: it composes to the identity (read the buffer as is) or to a
+//     transpose (sgemm's 'T'). Such a product whose only user is a transpose computes the
+//     transpose directly (C^T = op(B)^T op(A)^T): a weight gradient written (x^T g)^T costs no
+//     strided pass.
 //  8. Graph roots are materialized into their output storage directly, except a root that is a
 //     parameter, an alias, or a repeated root: those are copied at the end.
 //  9. Index ops. gather and index_select are indirect loads and fuse like elementwise ops (rule
@@ -74,11 +76,11 @@
 #include <set>
 #include <sstream>
 
-#include "backend/cpu/plan.h"
 #include "core/config.h"
 #include "lazuli/error.h"
+#include "lower/plan.h"
 
-namespace lz::cpu {
+namespace lz::lower {
 namespace {
 
 using ir::Node;
@@ -92,7 +94,6 @@ constexpr int kMaxRowKernelOps = 2 * kMaxKernelOps;
 // Rule 5b keeps a row in cache between its passes; a longer row gains nothing from it and a
 // kernel of few long rows would run its outputs on few threads (one row each).
 constexpr int64_t kMaxRowElements = 65536;  // 256 KiB of float32; the L2 here is 1 MiB a core
-constexpr int64_t kGrainElements = 32768;
 constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
 // The index of one dim of a node as an affine function of the kernel's loop indices, plus
@@ -142,14 +143,6 @@ bool is_indirect_load(const Node& n) {
   return (n.op == OpKind::Gather || n.op == OpKind::IndexSelect) &&
          !n.operands[0].shape().empty() && numel(n.shape) > 0;
 }
-// A node reading or writing float16/bfloat16.
-bool touches_reduced_float(const Node& n) {
-  if (is_reduced_float(n.dtype)) return true;
-  for (const ir::Value& v : n.operands) {
-    if (is_reduced_float(v.dtype())) return true;
-  }
-  return false;
-}
 bool is_scatter(const Node& n) {
   if ((n.op != OpKind::ScatterAdd && n.op != OpKind::IndexCopy) || n.shape.empty()) return false;
   if (n.op == OpKind::ScatterAdd && is_reduced_float(n.dtype)) return false;  // rule 10
@@ -192,8 +185,8 @@ bool reshape_is_affine(const Shape& in, const Shape& out) {
 
 class Planner {
  public:
-  Planner(const LoweringGraph& g, bool explain, bool fuse_rows)
-      : g_(g), explain_(explain), fuse_rows_(fuse_rows) {}
+  Planner(const LoweringGraph& g, const Target& target, bool explain, bool fuse_rows)
+      : g_(g), target_(target), explain_(explain), fuse_rows_(fuse_rows) {}
 
   Plan run() {
     const auto& po = g_.post_order;
@@ -249,7 +242,9 @@ class Planner {
       return Kind::Fusible;
     if (is_scatter(*n)) return Kind::Scatter;
     if (is_random(n->op)) return Kind::Fusible;
-    if (ir::is_elementwise(n->op)) return compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
+    if (ir::is_elementwise(n->op)) {
+      return target_.compiles_elementwise(*n) ? Kind::Fusible : Kind::Opaque;
+    }
     if (is_view(n->op)) return Kind::View;
     if (n->op == OpKind::Cat || n->op == OpKind::SliceScatter) return Kind::Parts;
     if (is_reduction(n->op)) {
@@ -283,10 +278,15 @@ class Planner {
     materialize(o.node, "operand of " + std::string(ir::op_name(user->op)));
   }
 
-  // A float32 2-D matmul operand that is a chain of permutes over x: x read as is or transposed.
+  // A 2-D matrix product the target's library reads transposed operands for (rule 7).
+  bool folds_transposes(const Node* mm) const {
+    return mm->op == OpKind::MatMul && target_.matmul_transpose_dtype == mm->dtype &&
+           mm->shape.size() == 2;
+  }
+
+  // Such a product's operand that is a chain of permutes over x: x read as is or transposed.
   bool folds_into_sgemm(const Node* mm, Out o, Out* base, bool* trans) const {
-    if (mm->op != OpKind::MatMul || mm->dtype != DType::Float32 || mm->shape.size() != 2 ||
-        o.node->op != OpKind::Permute || o.shape().size() != 2) {
+    if (!folds_transposes(mm) || o.node->op != OpKind::Permute || o.shape().size() != 2) {
       return false;
     }
     std::vector<int64_t> total = {0, 1};
@@ -298,6 +298,15 @@ class Planner {
     *base = n;
     *trans = total[0] == 1;
     return n.shape().size() == 2;
+  }
+
+  // The library the target runs a convolution or a pooling node through; empty: none.
+  const std::string& library_of(const Node* n) const {
+    static const std::string none;
+    const ir::OpClass cls = ir::op_info(n->op).cls;
+    return cls == ir::OpClass::Conv   ? target_.convolution_library
+           : cls == ir::OpClass::Pool ? target_.pooling_library
+                                      : none;
   }
 
   void decide() {
@@ -344,7 +353,7 @@ class Planner {
             }
             need_dense(out_of(v), n);
           }
-          if (n->op == OpKind::MatMul && n->dtype == DType::Float32 && n->shape.size() == 2 && users_[i] == 1) {
+          if (folds_transposes(n) && users_[i] == 1) {
             const Node* t = user_list_[i].empty() ? nullptr : user_list_[i].back();
             if (t && t->op == OpKind::Permute &&
                 t->attr<ir::PermuteAttrs>().perm == std::vector<int64_t>{1, 0}) {
@@ -354,8 +363,8 @@ class Planner {
             }
           }
           mat_[i] = true;
-          if (ir::op_info(n->op).cls == ir::OpClass::Conv) {
-            note("library " + label(n) + ": oneDNN (float32), else the reference kernel");
+          if (!library_of(n).empty()) {
+            note("library " + label(n) + ": " + library_of(n) + ", else the reference kernel");
           } else if (n->op != OpKind::MatMul) {
             note("fallback " + label(n) + ": reference kernel");
           }
@@ -885,12 +894,14 @@ class Planner {
     int64_t total = 1, reduce_total = 1;
     for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
     step.range = total;
-    step.grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, reduce_total));
-    // Segment boundaries at whole cache lines of the output (16 elements of 4 bytes, 32 of 2,
-    // 64 bools), so two threads never write one line.
+    step.grain = std::max<int64_t>(1, target_.grain_elements / std::max<int64_t>(1, reduce_total));
+    // Segment boundaries at whole cache lines of the output (on the cpu target 16 elements of 4
+    // bytes, 32 of 2, 64 bools), so two threads never write one line.
     step.align = scheme == Scheme::RowReduce || scheme == Scheme::RowFused
                      ? 1
-                     : std::max<int64_t>(16, 64 / static_cast<int64_t>(dtype_size(s.out_dtype)));
+                     : std::max<int64_t>(target_.min_align_elements,
+                                         target_.line_bytes /
+                                             static_cast<int64_t>(dtype_size(s.out_dtype)));
     step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
     step.inputs = kb.input_value;
     step.output = out_value;
@@ -1117,10 +1128,13 @@ class Planner {
   void library_or_fallback(const Node* n, const Node* transposed_of = nullptr) {
     const Node* src = transposed_of ? transposed_of : n;
     PlanStep step;
-    const ir::OpClass cls = ir::op_info(src->op).cls;
-    step.kind = src->op == OpKind::MatMul                              ? PlanStep::MatMul
-                : cls == ir::OpClass::Conv || cls == ir::OpClass::Pool ? PlanStep::Library
-                                                                       : PlanStep::Fallback;
+    step.kind = src->op == OpKind::MatMul ? PlanStep::MatMul
+                : !library_of(src).empty()   ? PlanStep::Library
+                                             : PlanStep::Fallback;
+    if (step.kind == PlanStep::Fallback && !target_.host_fallbacks) {
+      throw Error(target_.name + " backend: no kernel for " + label(src) +
+                  ", and its reference kernel cannot run on this target's memory");
+    }
     step.op = src->op;
     step.attrs = src->attrs;
     step.node = idx(src);
@@ -1213,6 +1227,7 @@ class Planner {
   }
 
   const LoweringGraph& g_;
+  const Target& target_;
   bool explain_;
   bool fuse_rows_;
   Plan plan_;
@@ -1235,33 +1250,6 @@ class Planner {
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
   std::unordered_map<const Node*, const Node*> transposed_mm_;  // transpose -> the product it computes
 };
-
-}  // namespace
-
-bool compiles_elementwise(const Node& n) {
-  const DType in = n.operands.empty() ? n.dtype : n.operands[0].node->dtype;
-  const DType t = ir::op_info(n.op).cls == OpClass::Compare ? in : n.dtype;
-  // Shape inference already refused the dtypes an op is not defined for (op_table.def); what
-  // remains is where the code generator stops short of the reference kernels.
-  // Rule 10: 16-bit floats are only converted (a cast) or passed through (the autograd
-  // identities); the frontend never records other ops on them.
-  if (touches_reduced_float(n) && n.op != OpKind::Cast && n.op != OpKind::GradLeaf &&
-      n.op != OpKind::StopGradient) {
-    return false;
-  }
-  switch (n.op) {
-    case OpKind::FloorDiv:
-    case OpKind::Remainder: return false;  // value-dependent errors and fix-ups: reference only
-    case OpKind::Pow: return is_floating(t);  // integer powers: the reference's exact loop
-    case OpKind::Neg: case OpKind::Abs: case OpKind::Relu: case OpKind::Add: case OpKind::Sub:
-    case OpKind::Mul: case OpKind::Maximum: case OpKind::Minimum:
-      return t != DType::Bool;
-    case OpKind::Where: return n.operands[1].node->dtype == n.dtype;
-    default: return true;
-  }
-}
-
-namespace {
 
 int64_t aligned_size(int64_t nbytes) {
   int64_t size = 0;
@@ -1384,8 +1372,8 @@ std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, i
                                         : place_sweep(values, arena_bytes);
 }
 
-Plan build_plan(const LoweringGraph& graph, bool explain) {
-  return Planner(graph, explain, config().fuse_rows).run();
+Plan build_plan(const LoweringGraph& graph, const Target& target, bool explain) {
+  return Planner(graph, target, explain, config().fuse_rows).run();
 }
 
 // A root written in place may take a donated parameter's storage when its step is the last reader
@@ -1450,4 +1438,4 @@ Hash128 KernelSpec::structure() const {
   return h.digest();
 }
 
-}  // namespace lz::cpu
+}  // namespace lz::lower

@@ -1,0 +1,60 @@
+// What a lowering target can do, as the planner (fusion.cpp) needs to know it: which nodes its
+// code generator compiles, which library calls it has, and how its kernels are cut over threads.
+// The planner knows no target itself; a backend describes its own once (the cpu backend:
+// backend/cpu/cpu_target.cpp) and passes it to build_plan. The description is fixed for a
+// backend build, so it needs no place in the compile environment (the build revision covers it).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ir/node.h"
+#include "lazuli/dtype.h"
+
+namespace lz::lower {
+
+struct Target {
+  std::string name;  // in errors: "<name> backend: ..."
+
+  // Whether the code generator compiles elementwise node `n` (its op at its dtypes). The planner
+  // gives the others their reference kernel (a counted fallback). Shape inference has already
+  // refused the dtypes an op is not defined for: this lists only where code generation stops
+  // short of the reference kernels.
+  bool (*compiles_elementwise)(const ir::Node& n) = nullptr;
+
+  // Library calls. Matrix products are always one (PlanStep::MatMul, which may still decline a
+  // case and run the reference kernel). For 2-D products of `matmul_transpose_dtype` the call
+  // reads an operand transposed (BLAS's 'T'): a chain of permutes under an operand folds into
+  // the call, and a product whose only user transposes it computes the transpose directly
+  // (fusion rule 7). Empty: operands are always dense buffers.
+  std::optional<DType> matmul_transpose_dtype;
+  // Convolutions (op class Conv) are a library call (PlanStep::Library, which may decline a case)
+  // through the library named here, as plan notes print it; empty: their reference kernel.
+  std::string convolution_library;
+  // Pooling (op class Pool) likewise.
+  std::string pooling_library;
+
+  // Whether the reference kernels can run on this target's buffers (host memory), as fallbacks
+  // do and library calls do for the cases they decline. Without them, a graph that needs a
+  // fallback is refused when it is planned.
+  bool host_fallbacks = true;
+
+  // How a kernel's range is cut over threads: pieces of about `grain_elements` points (divided by
+  // the points each output folds), and, except for row reductions, starting at whole
+  // `line_bytes` of the output (at least `min_align_elements` elements), so two threads never
+  // write one cache line.
+  int64_t grain_elements = 32768;
+  int64_t line_bytes = 64;
+  int64_t min_align_elements = 16;
+};
+
+// A node reading or writing float16/bfloat16 (fusion rule 10; targets' predicates use it too).
+inline bool touches_reduced_float(const ir::Node& n) {
+  if (is_reduced_float(n.dtype)) return true;
+  for (const ir::Value& v : n.operands) {
+    if (is_reduced_float(v.dtype())) return true;
+  }
+  return false;
+}
+
+}  // namespace lz::lower

@@ -1,0 +1,84 @@
+// LowerTarget: the planner asks the target (lower/target.h) what it compiles and which library
+// calls it has, instead of assuming the cpu backend's answers.
+#include "cpu_compiler_util.h"
+
+namespace lz {
+namespace {
+
+using namespace cpu_test;  // NOLINT(build/namespaces): the shared helpers of these test files
+
+using LowerTarget = CpuCompilerTest;
+
+TEST_F(LowerTarget, AnElementwiseOpTheCodeGeneratorDoesNotCompileIsAFallback) {
+  lower::Target t = cpu::cpu_target();
+  t.compiles_elementwise = [](const ir::Node& n) { return n.op != ir::OpKind::Exp; };
+  Tensor x = tensor<float>(ramp(6 * 7), {6, 7});
+  std::vector<Tensor> ts{exp(x * 2.0f) + 1.0f};
+  EXPECT_EQ(fallbacks(plan_of(ts)), 0) << lower::describe_plan(plan_of(ts));
+  const lower::Plan p = plan_of(ts, t);
+  EXPECT_EQ(fallbacks(p), 1) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p, lower::PlanStep::Kernel), 2) << lower::describe_plan(p);
+}
+
+TEST_F(LowerTarget, TransposesFoldIntoMatrixProductsOnlyOfTheTargetsDtype) {
+  Tensor a = transpose(tensor<float>(ramp(5 * 4), {5, 4}), 0, 1);
+  Tensor b = tensor<float>(ramp(5 * 3), {5, 3});
+  std::vector<Tensor> ts{matmul(a, b)};
+  EXPECT_EQ(plan_of(ts).steps.size(), 1u) << lower::describe_plan(plan_of(ts));
+  lower::Target t = cpu::cpu_target();
+  t.matmul_transpose_dtype.reset();
+  const lower::Plan p = plan_of(ts, t);
+  EXPECT_EQ(count_steps(p, lower::PlanStep::MatMul), 1) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p, lower::PlanStep::Kernel), 1) << "the transpose is copied\n"
+                                                      << lower::describe_plan(p);
+}
+
+TEST_F(LowerTarget, ConvolutionsAreLibraryCallsOnlyWhereTheTargetHasALibrary) {
+  Tensor x = tensor<float>(ramp(1 * 2 * 5 * 5), {1, 2, 5, 5});
+  Tensor w = tensor<float>(ramp(3 * 2 * 3 * 3), {3, 2, 3, 3});
+  std::vector<Tensor> ts{nn::conv2d(x, w)};
+  const lower::Plan cpu = plan_of(ts);
+  EXPECT_EQ(count_steps(cpu, lower::PlanStep::Library), 1) << lower::describe_plan(cpu);
+  EXPECT_NE(lower::describe_plan(cpu).find("oneDNN"), std::string::npos);
+  lower::Target t = cpu::cpu_target();
+  t.convolution_library.clear();
+  const lower::Plan p = plan_of(ts, t);
+  EXPECT_EQ(count_steps(p, lower::PlanStep::Library), 0) << lower::describe_plan(p);
+  EXPECT_EQ(fallbacks(p), 1) << lower::describe_plan(p);
+}
+
+TEST_F(LowerTarget, AGraphNeedingAFallbackIsRefusedWhereReferenceKernelsCannotRun) {
+  lower::Target t = cpu::cpu_target();
+  t.name = "device";
+  t.host_fallbacks = false;
+  Tensor x = tensor<float>(ramp(4 * 4), {4, 4});
+  std::vector<Tensor> fused{x * 3.0f + 1.0f};
+  EXPECT_EQ(fallbacks(plan_of(fused, t)), 0);
+  std::vector<Tensor> ts{remainder(x, 3.0f)};
+  try {
+    plan_of(ts, t);
+    FAIL() << "planned a fallback for a target without host reference kernels";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device backend: no kernel for"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(LowerTarget, KernelsAreCutByTheTargetsGrainAndLine) {
+  Tensor x = tensor<float>(ramp(64 * 1000), {64, 1000});
+  std::vector<Tensor> ts{x * 2.0f};
+  lower::Target t = cpu::cpu_target();
+  t.grain_elements = 1000;
+  t.line_bytes = 256;
+  const lower::Plan cpu = plan_of(ts), p = plan_of(ts, t);
+  ASSERT_EQ(cpu.steps.size(), 1u);
+  ASSERT_EQ(p.steps.size(), 1u);
+  EXPECT_EQ(cpu.steps[0].grain, 32768);
+  EXPECT_EQ(cpu.steps[0].align, 16);  // 64-byte lines of float32
+  EXPECT_EQ(p.steps[0].grain, 1000);
+  EXPECT_EQ(p.steps[0].align, 64);
+  EXPECT_EQ(p.kernels[0].name, cpu.kernels[0].name) << "the cut is not the kernel's structure";
+}
+
+}  // namespace
+}  // namespace lz
