@@ -1,17 +1,15 @@
 // Pooling (max_pool, avg_pool and avg_pool's gradient) on the cpu backend, split by planes (the
 // leading dims, batch x channels, which pool independently) across the runtime pool.
 //
-// max_pool and avg_pool of float32, float64, int32 and int64 (max only for the integers) run the
-// loops below: each window clipped to the input once, then visited in the reference's order
-// (depth, rows, columns, increasing), with the reference's rules, so the results are the
-// reference's bit for bit (interp/kernels_conv.cpp: the first NaN wins, else the first maximum;
-// averages summed in double and divided by the same divisor). They are ~10x faster per thread
-// than the reference's walk, which lists each window's offsets first. Every other case (16-bit
-// floats, the gradient) runs the reference's own code over the part's planes
-// (interp::run_pool_planes). Spatial dims: one, two or three, all handled as three.
+// avg_pool of float32 and float64 runs the loop below: each window clipped to the input once per
+// call (per dim and output position), then summed in the reference's order and in double and
+// divided by the reference's divisor, so the results are the reference's bit for bit; it is ~2x
+// the reference's walk per thread, which lists each window's offsets first. Everything else runs
+// the reference's own code over the part's planes (interp::run_pool_planes): for max_pool it is
+// as fast as the branch-free loops tried (its compare-and-break is well predicted on real data;
+// bench/RESULTS.md section 14). Spatial dims: one, two or three, all handled as three.
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <vector>
 
 #include "backend/cpu/blas.h"
 #include "core/thread_pool.h"
@@ -84,57 +82,6 @@ void windows(const Geometry& g, F&& f) {
 }
 
 template <class T>
-bool nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return std::isnan(v);
-  } else {
-    return false;
-  }
-}
-
-// Below every value of T (the maximum's start): -infinity, or an integer's lowest.
-template <class T>
-constexpr T kLowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                           : std::numeric_limits<T>::lowest();
-
-template <class T>
-void max_pool_planes(const Geometry& g, const T* x, T* y, int64_t* yi, int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) {
-    const T* plane = x + p * g.in_plane;
-    T* out = y + p * g.out_plane;
-    int64_t* idx = yi + p * g.out_plane;
-    windows(g, [&](int64_t o, const int64_t* start, const int64_t* lo, const int64_t* hi,
-                   int64_t) {
-      // One pass of selects, no data-dependent branch (random data would mispredict every
-      // other one): the first strictly larger value, and apart the first NaN (which wins).
-      T bv = kLowest<T>;
-      int64_t best = -1, first_nan = -1;
-      for (int64_t kd = lo[0]; kd < hi[0]; ++kd) {
-        const int64_t id = start[0] + kd * g.dil[0];
-        for (int64_t kh = lo[1]; kh < hi[1]; ++kh) {
-          const int64_t row = (id * g.in[1] + start[1] + kh * g.dil[1]) * g.in[2] + start[2];
-          for (int64_t kw = lo[2]; kw < hi[2]; ++kw) {
-            const int64_t i = row + kw * g.dil[2];
-            const T v = plane[i];
-            // Masks, not `?:`: GCC 12 turns the index's select into a branch.
-            const int64_t take = -static_cast<int64_t>((v > bv) | (best < 0));  // no NaN is larger
-            best = (i & take) | (best & ~take);
-            bv = bv > v ? bv : v;  // maxss; a NaN here is overruled by first_nan below
-            const int64_t is_nan = -static_cast<int64_t>((first_nan < 0) & nan(v));
-            first_nan = (i & is_nan) | (first_nan & ~is_nan);
-          }
-        }
-      }
-      best = first_nan >= 0 ? first_nan : best;
-      // An empty window (all padding) is the reference's -infinity (0 for an integer).
-      bv = best >= 0 ? plane[best] : -std::numeric_limits<T>::infinity();
-      out[o] = bv;
-      idx[o] = best;
-    });
-  }
-}
-
-template <class T>
 void avg_pool_planes(const ir::PoolAttrs& a, const Geometry& g, const T* x, T* y, int64_t p0,
                      int64_t p1) {
   for (int64_t p = p0; p < p1; ++p) {
@@ -159,33 +106,20 @@ void avg_pool_planes(const ir::PoolAttrs& a, const Geometry& g, const T* x, T* y
   }
 }
 
-// The loops above for op over dtype T, on planes [p0, p1); false where they do not apply.
-template <class T>
-bool run_planes(ir::OpKind op, const ir::PoolAttrs& a, const Geometry& g,
-                const interp::ConstArray& x, const std::vector<interp::MutArray>& outs,
-                int64_t p0, int64_t p1) {
-  const T* px = static_cast<const T*>(x.data);
-  T* py = static_cast<T*>(outs[0].data);
-  if (op == ir::OpKind::MaxPool) {
-    max_pool_planes(g, px, py, static_cast<int64_t*>(outs[1].data), p0, p1);
-    return true;
-  }
-  if (op == ir::OpKind::AvgPool && std::is_floating_point_v<T>) {
-    avg_pool_planes(a, g, px, py, p0, p1);
-    return true;
-  }
-  return false;
-}
-
+// avg_pool's loop above for dtype x.dtype, on planes [p0, p1); false where it does not apply.
 bool fast_planes(ir::OpKind op, const ir::PoolAttrs& a, const Geometry& g,
-                 const interp::ConstArray& x, const std::vector<interp::MutArray>& outs,
-                 int64_t p0, int64_t p1) {
+                 const interp::ConstArray& x, const interp::MutArray& y, int64_t p0, int64_t p1) {
+  if (op != ir::OpKind::AvgPool) return false;
   switch (x.dtype) {
-    case DType::Float32: return run_planes<float>(op, a, g, x, outs, p0, p1);
-    case DType::Float64: return run_planes<double>(op, a, g, x, outs, p0, p1);
-    case DType::Int32: return run_planes<int32_t>(op, a, g, x, outs, p0, p1);
-    case DType::Int64: return run_planes<int64_t>(op, a, g, x, outs, p0, p1);
-    default: return false;
+    case DType::Float32:
+      avg_pool_planes(a, g, static_cast<const float*>(x.data), static_cast<float*>(y.data), p0, p1);
+      return true;
+    case DType::Float64:
+      avg_pool_planes(a, g, static_cast<const double*>(x.data), static_cast<double*>(y.data), p0,
+                      p1);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -204,7 +138,7 @@ bool pool_library_call(ir::OpKind op, const ir::PoolAttrs& a,
   for (int64_t k : a.kernel) work *= k;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(work, 1));
   runtime_pool().parallel_for(planes, grain, 1, [&](int64_t p0, int64_t p1) {
-    if (!backward && fast_planes(op, a, g, in[0], outs, p0, p1)) return;
+    if (fast_planes(op, a, g, in[0], outs[0], p0, p1)) return;
     interp::run_pool_planes(op, a, in[0], outs, p0, p1);
   });
   return true;
