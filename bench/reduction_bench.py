@@ -12,6 +12,9 @@ Workloads (float32, LAZULI_NUM_THREADS=2 unless --threads):
   attn_softmax     softmax over the rows of (6144, 128): GPT-2-small's attention probabilities
   cross_entropy    cross-entropy loss and its gradient, logits (4096, 1000)
   embedding        embedding (8192, 256) of 8192 tokens, forward and the weight's gradient
+  max_pool         max_pool2d 3x3, stride 2, padding 1 over (8, 64, 56, 56): resnet18's, batch 8
+  avg_pool         avg_pool2d with the same window over the same input
+  avg_pool_grad    avg_pool2d's input gradient there
 
 `--against DIR` runs the same workloads with the lazuli package found in DIR (e.g. a copy of an
 earlier build's python/ folder) in alternating subprocesses (MACHINE.md: the machine is noisy)
@@ -60,6 +63,8 @@ def workloads(lz, np):
     target = dev(rng.integers(0, 1000, 4096))
     table = lz.tensor(rng.standard_normal((8192, 256)).astype(np.float32)).requires_grad_()
     tokens = dev(rng.integers(0, 8192, 8192))
+    images = dev(rng.standard_normal((8, 64, 56, 56)).astype(np.float32))
+    pooled = dev(rng.standard_normal((8, 64, 28, 28)).astype(np.float32))
 
     def layer_norm(x):
         mean = x.mean(1, keepdim=True)
@@ -89,6 +94,10 @@ def workloads(lz, np):
         "attn_softmax": lambda: [F.softmax(scores, -1)],
         "cross_entropy": cross_entropy,
         "embedding": embedding,
+        "max_pool": lambda: [F.max_pool2d(images, 3, 2, 1)],
+        "avg_pool": lambda: [F.avg_pool2d(images, 3, 2, 1)],
+        "avg_pool_grad": lambda: [lz._C._nn.avg_pool_input_grad(pooled, (8, 64, 56, 56), (3, 3),
+                                                                 (2, 2), (1, 1))],
     }
 
 
