@@ -47,6 +47,18 @@ TEST_F(LowerTarget, ConvolutionsAreLibraryCallsOnlyWhereTheTargetHasALibrary) {
   EXPECT_EQ(fallbacks(p), 1) << lower::describe_plan(p);
 }
 
+TEST_F(LowerTarget, PoolingIsALibraryCallOnlyWhereTheTargetHasOne) {
+  Tensor x = tensor<float>(ramp(2 * 3 * 6 * 6), {2, 3, 6, 6});
+  std::vector<Tensor> ts{nn::max_pool2d(x, {2, 2}), nn::avg_pool2d(x, {3, 3})};
+  const lower::Plan cpu = plan_of(ts);
+  EXPECT_EQ(count_steps(cpu, lower::PlanStep::Library), 2) << lower::describe_plan(cpu);
+  lower::Target t = cpu::cpu_target();
+  t.pooling_library.clear();
+  const lower::Plan p = plan_of(ts, t);
+  EXPECT_EQ(count_steps(p, lower::PlanStep::Library), 0) << lower::describe_plan(p);
+  EXPECT_EQ(fallbacks(p), 2) << lower::describe_plan(p);
+}
+
 TEST_F(LowerTarget, AGraphNeedingAFallbackIsRefusedWhereReferenceKernelsCannotRun) {
   lower::Target t = cpu::cpu_target();
   t.name = "device";
