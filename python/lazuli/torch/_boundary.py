@@ -81,6 +81,9 @@ class LentIds:
         self._by_obj = {}  # id(parameter) -> (weakref, data_ptr, version, content id)
 
     def id_for(self, t):
+        """`t`'s lent id; 0 (nothing lent) for an inference tensor, which has no version."""
+        if t.is_inference():
+            return 0
         key = id(t)
         ptr, version = t.data_ptr(), t._version
         entry = self._by_obj.get(key)

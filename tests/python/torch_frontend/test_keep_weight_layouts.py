@@ -116,6 +116,16 @@ def test_lent_ids_go_with_their_parameters():
     assert len(_bridge._LENT_IDS) <= before - 4
 
 
+def test_parameters_made_in_inference_mode_cross_without_an_id():
+    with torch.inference_mode():
+        model = _model().eval()  # inference tensors: torch keeps no version for them
+        compiled = torch.compile(model, backend=lzt.backend,
+                                 options={"keep_weight_layouts": True})
+        x = torch.randn(2, 16, 8, 8)
+        for _ in range(2):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"keep_weight_layout": True}, "unknown option 'keep_weight_layout'"),
     ({"keep_weight_layouts": 1}, "takes a bool"),
