@@ -261,7 +261,12 @@ TEST_F(CpuCompilerExtremes, MaxAndMinKeepTheFirstNaNAndTheFirstZeroAsTheReferenc
       for (size_t e = 0; e < ref[k].f.size(); ++e) {
         const double r = ref[k].f[e], g = got[k].f[e];
         EXPECT_EQ(std::isnan(r), std::isnan(g)) << (rows ? "rows" : "columns") << " output " << k << " at " << e;
-        EXPECT_EQ(std::signbit(r), std::signbit(g)) << (rows ? "rows" : "columns") << " output " << k << " at " << e;
+        // Which NaN max/min keep shows in its sign (outputs 0 and 1); the sign of a NaN that
+        // went through arithmetic (output 2's subtraction) is the hardware's and the compiler's
+        // choice (a Debug build's reference kernel gives +NaN where the Release one gives -NaN).
+        if (k < 2 || !std::isnan(r)) {
+          EXPECT_EQ(std::signbit(r), std::signbit(g)) << (rows ? "rows" : "columns") << " output " << k << " at " << e;
+        }
         if (!std::isnan(r)) {
           EXPECT_EQ(r, g);
         }
