@@ -142,8 +142,14 @@ void Storage::set_retire_hook(RetireHook hook) {
 
 void Storage::retire(uint64_t id, bool lent) {
   if (id == 0) return;
-  const bool derived = derived_.exchange(false, std::memory_order_acq_rel);
+  // Most Storages never lend nor derive: a plain load spares them the read-modify-write.
+  const bool derived = derived_.load(std::memory_order_acquire) &&
+                       derived_.exchange(false, std::memory_order_acq_rel);
   if (lent || derived) retire_content_id(id);
+}
+
+bool Storage::take_lent() {
+  return lent_.load(std::memory_order_acquire) && lent_.exchange(false, std::memory_order_acq_rel);
 }
 
 uint64_t Storage::new_content_id() { return next_content_id(); }
@@ -159,12 +165,12 @@ void Storage::contents_changed() {
     if (old == 0) return;  // unknown stays unknown
   } while (!content_id_.compare_exchange_weak(old, next_content_id(), std::memory_order_acq_rel));
   // The new id is Lazuli's own: the owner's lent id names bytes that are gone.
-  retire(old, lent_.exchange(false, std::memory_order_acq_rel));
+  retire(old, take_lent());
 }
 
 void Storage::expose() {
   const uint64_t old = content_id_.exchange(0, std::memory_order_acq_rel);
-  retire(old, lent_.exchange(false, std::memory_order_acq_rel));
+  retire(old, take_lent());
 }
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes), content_id_(next_content_id()) {

@@ -80,6 +80,8 @@ class Storage {
   // `lent`: the id was lent by the owner, who may have derived things under it through another
   // Storage: the hook hears it whether or not this one was marked.
   void retire(uint64_t id, bool lent = false);
+  // Clears lent_ and says whether it was set (exactly one caller sees true).
+  bool take_lent();
 
   void* data_ = nullptr;
   size_t nbytes_ = 0;
