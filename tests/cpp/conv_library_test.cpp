@@ -1,6 +1,6 @@
 // The cpu backend's convolutions (oneDNN, float32) against the reference backend's, on geometries
-// that exercise every parameter and the cut of the batch across threads; and the counted
-// fallback where oneDNN does not apply (float64).
+// that exercise every parameter and the cuts of the batch and of the channels across threads;
+// and the counted fallback where oneDNN does not apply (float64).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -70,6 +70,10 @@ TEST_F(ConvLibrary, Float32ConvolutionsAndGradientsMatchTheReference) {
       {{1, 40, 14, 14}, {64, 40, 3, 3}, {2}, {1}, {1}, 1},
       {{1, 64, 7, 7}, {33, 64, 1, 1}, {1}, {0}, {1}, 1},
       {{1, 3, 20, 20}, {32, 3, 7, 7}, {2}, {3}, {1}, 1},  // stem: 3 input channels, not cut
+      // weights larger than the input: the weight gradient is cut by output channels at any
+      // batch (no partial gradients to sum), also where they are not a multiple of 16
+      {{4, 64, 4, 4}, {64, 64, 3, 3}, {1}, {1}, {1}, 1},
+      {{3, 48, 5, 5}, {40, 48, 3, 3}, {1}, {1}, {1}, 1},
   };
   for (const Geom& g : geoms) {
     lz::set_active_backend("interp");

@@ -366,9 +366,13 @@ bool run_parts(ir::OpKind op, const ir::ConvAttrs& a, const std::vector<interp::
     }
   });
   if (!ok) return false;
-  float* dw = static_cast<float*>(out.data);
-  for (const std::vector<float>& part : partial) {
-    for (int64_t i = 0; i < static_cast<int64_t>(part.size()); ++i) dw[i] += part[i];
+  if (!partial.empty()) {
+    float* dw = static_cast<float*>(out.data);
+    runtime_pool().parallel_for(wn, 1 << 14, 16, [&](int64_t i0, int64_t i1) {
+      for (const std::vector<float>& part : partial) {
+        for (int64_t i = i0; i < i1; ++i) dw[i] += part[static_cast<size_t>(i)];
+      }
+    });
   }
   return true;
 }
@@ -401,9 +405,14 @@ bool conv_library_call(ir::OpKind op, const ir::ConvAttrs& a,
   // a range of channels for the whole batch instead: output channels for the forward conv and
   // the weight gradient, input channels for the input gradient, in multiples of 16 (oneDNN's
   // channel blocks). The slices are strided views, so no part writes another's elements.
+  // The weight gradient is cut by channels also where the weights outnumber the input: cut by
+  // batch, every part after the first makes a whole partial gradient that is reordered out and
+  // summed; cut by channels, each part reorders the whole input instead (resnet18's layer3 and
+  // layer4 at batch 8: bench/conv_bench, RESULTS.md section 11).
   const int64_t split_extent = op == ir::OpKind::ConvBackwardInput ? (*x)[1] : (*w)[0];
-  const bool channel_split = n < threads && a.groups == 1 && split_extent >= 32 &&
-                             prefer_blocked(geometry(a, *x, *w, *y, n));
+  const bool dw_by_channel = op == ir::OpKind::ConvBackwardWeight && numel(*w) > numel(*x);
+  const bool channel_split = (n < threads || dw_by_channel) && a.groups == 1 &&
+                             split_extent >= 32 && prefer_blocked(geometry(a, *x, *w, *y, n));
   for (bool by_channel : {channel_split, false}) {
     if (run_parts(op, a, in, out, *x, *w, *y, threads, by_channel)) return true;
     if (!by_channel) return false;
