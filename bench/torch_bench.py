@@ -2,9 +2,10 @@
 
 Candidates: PyTorch eager; torch.compile with inductor; torch.compile with backend lazuli; and
 PyTorch/XLA 2.9 on the CPU (PJRT_DEVICE=CPU): its lazy device (step barrier: mark_step) and its
-`openxla` dynamo backend. Workloads (bench/torch_workloads.py): resnet18 inference, a GPT-2
-training step (reduced config by default; `gpt2-small` is the default GPT2Config), the MLP
-training steps of bench/train_bench.py.
+`openxla` dynamo backend. Workloads (bench/torch_workloads.py): resnet18 inference (batch 8;
+`resnet18-b1` batch 1) and a resnet18 training step (`resnet18-train`), mobilenet_v3_small
+inference, a GPT-2 training step (reduced config by default; `gpt2-small` is the default
+GPT2Config), the MLP training steps of bench/train_bench.py.
 
 Figures, each from fresh processes where process state matters:
   cold    first call (dynamo trace + compile + run) in a fresh process with empty disk caches
@@ -40,7 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULT = "TORCH_BENCH_RESULT "
 # Steps timed per round in the steady figure (about 0.1-1 s of work per candidate and round).
-STEPS = {"resnet18": 5, "gpt2": 3, "gpt2-small": 1, "mlp": 10, "mlp-small": 200}
+STEPS = {"resnet18": 5, "resnet18-b1": 20, "resnet18-train": 2, "mobilenet_v3_small": 10,
+         "gpt2": 3, "gpt2-small": 1, "mlp": 10, "mlp-small": 200}
 
 
 # ---- worker side ----------------------------------------------------------------------------------

@@ -12,6 +12,10 @@ import torch
 # name -> (kind, description). Sizes are fixed here so every candidate runs the same thing.
 WORKLOADS = {
     "resnet18": "torchvision resnet18, random weights, eval, inference, batch 8, 3x112x112",
+    "resnet18-b1": "torchvision resnet18, random weights, eval, inference, batch 1, 3x112x112",
+    "resnet18-train": "torchvision resnet18, random weights, train mode (batch norm statistics), "
+                      "training step (cross entropy, backward, SGD lr 0.01 momentum 0.9), batch 8, 3x112x112",
+    "mobilenet_v3_small": "torchvision mobilenet_v3_small, random weights, eval, inference, batch 8, 3x112x112",
     "gpt2": "transformers GPT2LMHeadModel, GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=8192), "
             "training step (LM loss, backward, AdamW lr 1e-4), batch 4, sequence 128",
     "gpt2-small": "transformers GPT2LMHeadModel, GPT2Config() default sizes (12 layers, 768, vocab 50257), "
@@ -19,9 +23,12 @@ WORKLOADS = {
     "mlp": "MLP 784-1024-1024-10, ReLU, cross entropy, SGD lr 0.01, training step, batch 256",
     "mlp-small": "MLP 64-64-10, ReLU, cross entropy, SGD lr 0.01, training step, batch 32",
 }
-BATCH = {"resnet18": 8, "gpt2": 4, "gpt2-small": 4, "mlp": 256, "mlp-small": 32}
+BATCH = {"resnet18": 8, "resnet18-b1": 1, "resnet18-train": 8, "mobilenet_v3_small": 8, "gpt2": 4, "gpt2-small": 4, "mlp": 256, "mlp-small": 32}
 IMAGE = 112
 SEQ = 128
+
+# Workloads that run under torch.no_grad (the rest are training steps).
+INFERENCE = {"resnet18", "resnet18-b1", "mobilenet_v3_small"}
 
 TORCH_CANDIDATES = ["eager", "inductor", "lazuli"]
 XLA_CANDIDATES = ["xla_lazy", "xla_openxla"]
@@ -51,9 +58,13 @@ def _gpt2_config(workload):
 def build_model(workload):
     """The model with random weights from seed 0 (nothing can be downloaded here)."""
     torch.manual_seed(0)
-    if workload == "resnet18":
+    if workload.startswith("resnet18"):
         import torchvision
-        return torchvision.models.resnet18(weights=None).eval()
+        model = torchvision.models.resnet18(weights=None)
+        return model.train() if workload == "resnet18-train" else model.eval()
+    if workload == "mobilenet_v3_small":
+        import torchvision
+        return torchvision.models.mobilenet_v3_small(weights=None).eval()
     if workload.startswith("gpt2"):
         return _import_transformers().GPT2LMHeadModel(_gpt2_config(workload)).train()
     sizes = [784, 1024, 1024, 10] if workload == "mlp" else [64, 64, 10]
@@ -67,7 +78,10 @@ def build_model(workload):
 
 def make_inputs(workload, batch):
     g = torch.Generator().manual_seed(1)
-    if workload == "resnet18":
+    if workload == "resnet18-train":
+        return (torch.randn(batch, 3, IMAGE, IMAGE, generator=g),
+                torch.randint(0, 1000, (batch,), generator=g))
+    if workload in INFERENCE:
         return (torch.randn(batch, 3, IMAGE, IMAGE, generator=g),)
     if workload.startswith("gpt2"):
         ids = torch.randint(0, _gpt2_config(workload).vocab_size, (batch, SEQ), generator=g)
@@ -79,7 +93,7 @@ def make_inputs(workload, batch):
 def _step_fn(workload, model):
     """The function a candidate runs (and torch.compile compiles): inference, or a whole training
     step with the optimizer inside."""
-    if workload == "resnet18":
+    if workload in INFERENCE:
         def infer(x):
             return model(x)
         return infer
@@ -93,6 +107,17 @@ def _step_fn(workload, model):
             opt.step()
             return loss
         return gpt2_step
+    if workload == "resnet18-train":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def resnet_step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return resnet_step
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -111,7 +136,7 @@ class Candidate:
 
     def __init__(self, name, workload):
         self.name, self.workload = name, workload
-        self.inference = workload == "resnet18"
+        self.inference = workload in INFERENCE
         self._inputs = {}
         model = build_model(workload)
         if name.startswith("xla"):
