@@ -12,10 +12,13 @@ The pipeline, per FX graph dynamo hands over:
    recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
    Every call, the first included, then runs that program on the call's inputs: no node is
    recorded and no graph is hashed (the seed's "run the cached graph by hash").
-4. Inputs a partition updates in place (a `copy_` into a placeholder: parameters and optimizer
-   state in a training step, BatchNorm's running statistics) are donated: the program computes
-   their new value into the input's own memory, as eager's in-place op would, with no copy back
-   (a non-contiguous input, which crossed as a copy, is copied back once).
+4. Inputs a partition updates in place (a `copy_` into a placeholder, which aot_autograd keeps in
+   inference graphs as the backend asks: parameters and optimizer state in an optimizer's step)
+   are donated: the program computes their new value into the input's own memory, as eager's
+   in-place op would, with no copy back (a non-contiguous input, which crossed as a copy, is
+   copied back once). Where another node of the graph runs in eager, the updates do too
+   (`_refused_updates`). Training graphs' updates (BatchNorm's running statistics) are
+   functionalized by aot_autograd, which copies them back after the call.
 """
 from __future__ import annotations
 
@@ -112,6 +115,19 @@ def _fallback_runner(target):
     return run
 
 
+def _refused_updates(gm: torch.fx.GraphModule) -> Dict[str, str]:
+    """The in-place updates of inputs (`copy_` into a placeholder, which aot_autograd puts at the
+    end of an inference graph) that must stay out of partitions: all of them when some other node
+    runs in eager. FX has no edge from an update to the earlier readers of the old value, so a
+    partition could run it before an eager reader that follows it in the graph."""
+    calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    updates = [n for n in calls if n.target is torch.ops.aten.copy_.default]
+    if not updates or all(lowering.why_not_lowered(n) is None for n in calls if n not in updates):
+        return {}
+    return {n.name: "an in-place update of an input joins a Lazuli partition only where the whole "
+                    "graph lowers" for n in updates}
+
+
 class _Report:
     """What LAZULI_DEBUG prints about one FX graph: its partitions and the nodes that fall back."""
 
@@ -134,7 +150,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
     n_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")  # fusing moves them
-    support = _LazuliSupport({})
+    support = _LazuliSupport(_refused_updates(gm))
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     fused = partitioner.fuse_partitions(partitions) if partitions else gm
@@ -146,7 +162,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
                                                         keep_weight_layouts))
             n_part += 1
         elif node.op == "call_function" and node.target is not operator.getitem:
-            why = lowering.why_not_lowered(node) or "not in a partition"
+            why = (lowering.why_not_lowered(node) or support.refused.get(node.name)
+                   or "not in a partition")
             report.fallback(node, why)
             node.target = _fallback_runner(node.target)
     fused.recompile()
@@ -361,6 +378,8 @@ class LazuliPartition(torch.nn.Module):
                 with torch.no_grad():
                     _shared(args[i], traced.layouts[i]).copy_(to_torch(results[k]))
                 _count("TorchWriteBackCopy")
+            else:
+                _count("TorchWriteBackInPlace")
         return torch.utils._pytree.tree_unflatten(flat, traced.spec)
 
     def _refuse(self, error):
@@ -427,4 +446,9 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
     bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep)
     inference = functools.partial(compile_aten_graph, kind="inference", keep_weight_layouts=keep)
     return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                        decompositions=lowering.decompositions())(gm, example_inputs)
+                        decompositions=lowering.decompositions(),
+                        # An inference graph's updates of its inputs (an optimizer's step,
+                        # in-place ops under no_grad) stay in the graph as copy_ into the
+                        # placeholder, which a partition donates; else aot_autograd would copy
+                        # each new value back after the call.
+                        keep_inference_input_mutations=True)(gm, example_inputs)

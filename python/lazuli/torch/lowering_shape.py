@@ -132,6 +132,17 @@ def _copy(a, src, non_blocking=False):
     return lz.broadcast_to(cast(src, torch_dtype(a)), tuple(a.shape)).clone()
 
 
+@lower(aten.copy_.default, dtypes=ALL,
+       note="an input updated in place (aot_autograd's keep_inference_input_mutations): the "
+            "partition writes its new value into the input's memory; joins a partition only "
+            "where the whole graph lowers")
+def _copy_(a, src, non_blocking=False):
+    # The stand-in takes the new value as its IR; the bridge makes it a program output donated
+    # into the input's memory (_bridge.py, writebacks).
+    a.copy_(lz.broadcast_to(cast(src, torch_dtype(a)), tuple(a.shape)))
+    return a
+
+
 def _slice_bounds(a, dim, start, end, step):
     size = a.shape[_norm_dim(dim, a.ndim)]
     return slice(start, end, step).indices(size)
