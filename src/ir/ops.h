@@ -5,6 +5,7 @@
 //   attrs                    make_node refuses a node carrying another attribute struct
 //   accepts, result          shape inference (the dtype check and output dtype), the frontend
 //                            (ops defined only for floats promote integer operands first)
+//   LZ_LIBM rows             the reference kernels and the cpu code generator (ir/libm.h)
 #pragma once
 #include <cstdint>
 #include <string_view>

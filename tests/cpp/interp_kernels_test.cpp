@@ -3,6 +3,7 @@
 // the edge cases the compiled backend is later checked against (NaN, integer division, indices).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backend/interp/kernels.h"
+#include "ir/libm.h"
 #include "lazuli/error.h"
 
 namespace lz::interp {
@@ -300,6 +302,47 @@ TEST(InterpKernels, CastBoolAndIntsToFloats) {
             (std::vector<float>{-3, 16777216}));
   EXPECT_EQ(run(OpKind::Cast, ir::DTypeAttrs{kInt64}, {&i}, kInt64, {2}).values<int64_t>(),
             (std::vector<int64_t>{-3, 16777217}));
+}
+
+// op_table.def's LZ_LIBM rows: each is an elementwise primitive of the functions' arity, and its
+// reference kernel is that function, bit for bit, in float32 and float64 (integers in double).
+TEST(InterpKernels, LibmRowsAreElementwisePrimitivesComputedByTheirFunction) {
+  const std::vector<float> xs = {0.25f, 1.5f, 2.0f, 3.75f};
+  const std::vector<float> ys = {2.0f, 0.5f, 3.0f, -1.25f};
+  ASSERT_FALSE(ir::libm_fns().empty());
+  for (const ir::LibmFn& f : ir::libm_fns()) {
+    const std::string name(ir::op_name(f.op));
+    EXPECT_TRUE(ir::is_elementwise(f.op)) << name;
+    EXPECT_EQ(ir::op_info(f.op).arity, f.arity) << name;
+    EXPECT_EQ(ir::libm_fn(f.op), &f) << name;
+    if (f.arity == 1) {
+      std::vector<float> got = unary_f32(f.op, xs);
+      Array a64 = make<double>({4}, {0.25, 1.5, 2.0, 3.75});
+      std::vector<double> got64 = run(f.op, {}, {&a64}, kFloat64, a64.shape).values<double>();
+      Array ai = make<int64_t>({2}, {1, 2});
+      std::vector<int64_t> goti = run(f.op, {}, {&ai}, kInt64, ai.shape).values<int64_t>();
+      for (size_t i = 0; i < xs.size(); ++i) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(f.unary_f32(xs[i])))
+            << name << "(" << xs[i] << ")";
+        EXPECT_EQ(std::bit_cast<uint64_t>(got64[i]),
+                  std::bit_cast<uint64_t>(f.unary_f64(static_cast<double>(xs[i]))))
+            << name;
+      }
+      EXPECT_EQ(goti[1], static_cast<int64_t>(f.unary_f64(2.0))) << name;
+    } else {
+      std::vector<float> got = binary<float>(f.op, xs, ys);
+      std::vector<double> got64 =
+          binary<double>(f.op, {0.25, 1.5, 2.0, 3.75}, {2.0, 0.5, 3.0, -1.25});
+      for (size_t i = 0; i < xs.size(); ++i) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(got[i]),
+                  std::bit_cast<uint32_t>(f.binary_f32(xs[i], ys[i])))
+            << name;
+        EXPECT_EQ(std::bit_cast<uint64_t>(got64[i]),
+                  std::bit_cast<uint64_t>(f.binary_f64(xs[i], ys[i])))
+            << name;
+      }
+    }
+  }
 }
 
 // ---- binary ----

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "ir/libm.h"
+
 namespace lz::cpu {
 namespace {
 
@@ -38,15 +40,23 @@ bool in_file(std::string_view f, uint64_t off, uint64_t size) {
 
 bool power_of_two(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-// The functions the code generator calls (jit/emitter.h's libm table and the libmvec names
-// jit/codegen.cpp lets the vectorizer map it to; memset/memcpy/memmove from loop idioms; rounding
-// and sqrt as library calls on processors without the instructions). Nothing else is resolved, so a damaged
-// name can never call an arbitrary function of the process.
+// The functions the code generator calls (the libm functions of op_table.def's LZ_LIBM rows and
+// the libmvec names jit/codegen.cpp lets the vectorizer map them to; memset/memcpy/memmove from
+// loop idioms; rounding and sqrt as library calls on processors without the instructions).
+// Nothing else is resolved, so a damaged name can never call an arbitrary function of the process.
+bool is_libm_scalar(std::string_view name) {
+  static const char* const kRounding[] = {"floorf", "floor",     "ceilf", "ceil",
+                                          "roundevenf", "roundeven", "sqrtf", "sqrt"};
+  for (const char* s : kRounding) {
+    if (name == s) return true;
+  }
+  for (const ir::LibmFn& f : ir::libm_fns()) {
+    if (name == f.f32 || name == f.f64) return true;
+  }
+  return false;
+}
+
 bool allowed_external(std::string_view name) {
-  static const char* const kScalar[] = {
-      "expf",   "exp",   "logf",  "log",   "log1pf",     "log1p",     "expm1f", "expm1", "sinf",
-      "sin",    "cosf",  "cos",   "tanhf", "tanh",       "erff",      "erf",    "powf",  "pow",
-      "floorf", "floor", "ceilf", "ceil",  "roundevenf", "roundeven", "sqrtf",  "sqrt"};
   static const char* const kOther[] = {"memset", "memcpy", "memmove"};
   for (const char* s : kOther) {
     if (name == s) return true;
@@ -63,10 +73,7 @@ bool allowed_external(std::string_view name) {
     if (v - i < 1 || v - i > 2 || v >= name.size() || name[v] != '_') return false;
     name = name.substr(v + 1);
   }
-  for (const char* s : kScalar) {
-    if (name == s) return true;
-  }
-  return false;
+  return is_libm_scalar(name);
 }
 
 // Undefined symbols come from the process (libm) or glibc's vector math library.

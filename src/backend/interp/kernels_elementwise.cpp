@@ -9,6 +9,7 @@
 
 #include "backend/interp/kernels_impl.h"
 #include "core/reduced_float.h"
+#include "ir/libm.h"
 
 namespace lz::interp {
 namespace {
@@ -86,6 +87,14 @@ template <class T>
 void unary_typed(OpKind op, const ConstArray& x, MutArray out) {
   constexpr bool kFloat = std::is_floating_point_v<T>;
   auto math = [&](auto f) { map_unary<T, T>(x, out, [f](T v) { return float_math(v, f); }); };
+  if (const ir::LibmFn* fn = ir::libm_fn(op)) {  // op_table.def's LZ_LIBM rows
+    return math([fn](auto v) {
+      if constexpr (std::is_same_v<decltype(v), float>)
+        return fn->unary_f32(v);
+      else
+        return fn->unary_f64(v);
+    });
+  }
   switch (op) {
     case OpKind::Neg: return map_unary<T, T>(x, out, [](T v) { return neg_value(v); });
     case OpKind::Abs:
@@ -97,15 +106,8 @@ void unary_typed(OpKind op, const ConstArray& x, MutArray out) {
         else
           return v;
       });
-    case OpKind::Exp: return math([](auto v) { return std::exp(v); });
-    case OpKind::Log: return math([](auto v) { return std::log(v); });
-    case OpKind::Log1p: return math([](auto v) { return std::log1p(v); });
-    case OpKind::Expm1: return math([](auto v) { return std::expm1(v); });
     case OpKind::Sqrt: return math([](auto v) { return std::sqrt(v); });
     case OpKind::Rsqrt: return math([](auto v) { return decltype(v)(1) / std::sqrt(v); });
-    case OpKind::Sin: return math([](auto v) { return std::sin(v); });
-    case OpKind::Cos: return math([](auto v) { return std::cos(v); });
-    case OpKind::Tanh: return math([](auto v) { return std::tanh(v); });
     case OpKind::Sigmoid:
       return math([](auto v) {
         using V = decltype(v);
@@ -116,7 +118,6 @@ void unary_typed(OpKind op, const ConstArray& x, MutArray out) {
         using V = decltype(v);
         return v * V(0.5) * (V(1) + std::erf(v / std::numbers::sqrt2_v<V>));
       });
-    case OpKind::Erf: return math([](auto v) { return std::erf(v); });
     case OpKind::Reciprocal: return math([](auto v) { return decltype(v)(1) / v; });
     case OpKind::Relu:
       // NaN stays NaN, as torch.relu (clamp_min) does.

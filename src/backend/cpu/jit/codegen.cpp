@@ -145,7 +145,8 @@ std::vector<llvm::VecDesc> libmvec_table() {
   static std::vector<std::string>* names = new std::vector<std::string>();  // VecDesc holds refs
   std::vector<llvm::VecDesc> out;
   if (names->empty()) {
-    for (const MathFn* f : {&kExp, &kLog, &kLog1p, &kExpm1, &kSin, &kCos, &kTanh, &kErf, &kPow}) {
+    for (const ir::LibmFn& fn : ir::libm_fns()) {
+      const ir::LibmFn* f = &fn;
       std::string v = f->arity == 2 ? "vv_" : "v_";
       names->push_back(f->f32);
       names->push_back("_ZGVdN8" + v + f->f32);

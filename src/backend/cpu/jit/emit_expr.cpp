@@ -130,7 +130,7 @@ llvm::Value* Emitter::convert(llvm::Value* v, DType from, DType to) {
   return b_.CreateSelect(ok, b_.CreateFPToSI(v, t), min);
 }
 
-llvm::Value* Emitter::call_math(const MathFn& f, DType t, llvm::Value* x, llvm::Value* y) {
+llvm::Value* Emitter::call_math(const ir::LibmFn& f, DType t, llvm::Value* x, llvm::Value* y) {
   llvm::Type* ty = reg_type(t);
   std::vector<llvm::Type*> params(f.arity, ty);
   auto callee = m_.getOrInsertFunction(t == DType::Float32 ? f.f32 : f.f64,
@@ -158,6 +158,7 @@ llvm::Value* Emitter::fmax_nan(llvm::Value* a, llvm::Value* c, bool max) {
 
 llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
   const bool f = is_float(e.dtype);
+  if (const ir::LibmFn* fn = ir::libm_fn(e.op)) return call_math(*fn, e.dtype, x);
   switch (e.op) {
     case OpKind::GradLeaf:
     case OpKind::StopGradient: return x;
@@ -166,23 +167,15 @@ llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
     case OpKind::Abs:
       if (f) return intrinsic(llvm::Intrinsic::fabs, x);
       return b_.CreateSelect(b_.CreateICmpSLT(x, llvm::ConstantInt::get(x->getType(), 0)), b_.CreateNeg(x), x);
-    case OpKind::Exp: return call_math(kExp, e.dtype, x);
-    case OpKind::Log: return call_math(kLog, e.dtype, x);
-    case OpKind::Log1p: return call_math(kLog1p, e.dtype, x);
-    case OpKind::Expm1: return call_math(kExpm1, e.dtype, x);
-    case OpKind::Sin: return call_math(kSin, e.dtype, x);
-    case OpKind::Cos: return call_math(kCos, e.dtype, x);
-    case OpKind::Tanh: return call_math(kTanh, e.dtype, x);
-    case OpKind::Erf: return call_math(kErf, e.dtype, x);
     case OpKind::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, x);
     case OpKind::Rsqrt: return b_.CreateFDiv(fconst(x, 1), intrinsic(llvm::Intrinsic::sqrt, x));
     case OpKind::Reciprocal: return b_.CreateFDiv(fconst(x, 1), x);
     case OpKind::Sigmoid:
-      return b_.CreateFDiv(fconst(x, 1), b_.CreateFAdd(fconst(x, 1), call_math(kExp, e.dtype, b_.CreateFNeg(x))));
+      return b_.CreateFDiv(fconst(x, 1), b_.CreateFAdd(fconst(x, 1), call_math(libm(OpKind::Exp), e.dtype, b_.CreateFNeg(x))));
     case OpKind::Gelu: {
       llvm::Value* s = b_.CreateFDiv(x, fconst(x, std::sqrt(2.0)));
       llvm::Value* h = b_.CreateFMul(x, fconst(x, 0.5));
-      return b_.CreateFMul(h, b_.CreateFAdd(fconst(x, 1), call_math(kErf, e.dtype, s)));
+      return b_.CreateFMul(h, b_.CreateFAdd(fconst(x, 1), call_math(libm(OpKind::Erf), e.dtype, s)));
     }
     case OpKind::Relu:
       if (f) {
@@ -211,6 +204,7 @@ llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
 }
 
 llvm::Value* Emitter::binary(const KExpr& e, llvm::Value* x, llvm::Value* y, DType in) {
+  if (const ir::LibmFn* fn = ir::libm_fn(e.op)) return call_math(*fn, e.dtype, x, y);
   const bool f = is_float(in);
   const bool sgn = in != DType::Bool;
   switch (e.op) {
@@ -218,7 +212,6 @@ llvm::Value* Emitter::binary(const KExpr& e, llvm::Value* x, llvm::Value* y, DTy
     case OpKind::Sub: return f ? b_.CreateFSub(x, y) : b_.CreateSub(x, y);
     case OpKind::Mul: return f ? b_.CreateFMul(x, y) : b_.CreateMul(x, y);
     case OpKind::Div: return b_.CreateFDiv(x, y);
-    case OpKind::Pow: return call_math(kPow, e.dtype, x, y);
     case OpKind::Maximum:
       if (f) return fmax_nan(x, y, true);
       return b_.CreateSelect(sgn ? b_.CreateICmpSGT(y, x) : b_.CreateICmpUGT(y, x), y, x);
@@ -271,17 +264,17 @@ llvm::Value* Emitter::random_value(const KExpr& e, llvm::Value* key, llvm::Value
   llvm::Value* one = llvm::ConstantFP::get(b_.getDoubleTy(), 1.0);
   llvm::Value* u1 = b_.CreateFSub(one, uniform_double(rng_bits(key, i2)));
   llvm::Value* u2 = uniform_double(rng_bits(key, b_.CreateOr(i2, b_.getInt64(1))));
-  auto libm = [&](const MathFn& f, llvm::Value* x) {
-    auto* c = llvm::cast<llvm::CallInst>(call_math(f, DType::Float64, x));
+  auto scalar_libm = [&](OpKind op, llvm::Value* x) {
+    auto* c = llvm::cast<llvm::CallInst>(call_math(libm(op), DType::Float64, x));
     c->addFnAttr(llvm::Attribute::NoBuiltin);
     return c;
   };
   llvm::Value* r = intrinsic(llvm::Intrinsic::sqrt,
                              b_.CreateFMul(llvm::ConstantFP::get(b_.getDoubleTy(), -2.0),
-                                           libm(kLog, u1)));
+                                           scalar_libm(OpKind::Log, u1)));
   llvm::Value* two_pi = llvm::ConstantFP::get(b_.getDoubleTy(), 2.0 * std::numbers::pi);
   llvm::Value* a = b_.CreateFMul(two_pi, u2);
-  return convert(b_.CreateFMul(r, libm(kCos, a)), DType::Float64, e.dtype);
+  return convert(b_.CreateFMul(r, scalar_libm(OpKind::Cos, a)), DType::Float64, e.dtype);
 }
 
 const std::vector<int32_t>& Emitter::dyn_of(int x) const {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/libm.h"
 #include "lower/kernel_spec.h"
 
 namespace lz::cpu::jit {
@@ -24,17 +25,9 @@ using lower::KExpr;
 using lower::Scheme;
 using lower::StrideClass;
 
-// libm functions and their libmvec variants: AVX2 ('d') and AVX-512 ('e') for float and double.
-struct MathFn {
-  const char* f32;
-  const char* f64;
-  int arity;
-};
-
-inline constexpr MathFn kExp{"expf", "exp", 1}, kLog{"logf", "log", 1},
-    kLog1p{"log1pf", "log1p", 1}, kExpm1{"expm1f", "expm1", 1}, kSin{"sinf", "sin", 1},
-    kCos{"cosf", "cos", 1}, kTanh{"tanhf", "tanh", 1}, kErf{"erff", "erf", 1},
-    kPow{"powf", "pow", 2};
+// The C math library functions of op_table.def's LZ_LIBM rows (ir::libm_fn); codegen.cpp lets
+// the vectorizer map them to libmvec's AVX2 ('d') and AVX-512 ('e') variants.
+inline const ir::LibmFn& libm(OpKind op) { return *ir::libm_fn(op); }
 
 inline bool is_float(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
@@ -82,7 +75,7 @@ class Emitter {
   llvm::Value* convert(llvm::Value* v, DType from, DType to);
 
   // ---- math ----
-  llvm::Value* call_math(const MathFn& f, DType t, llvm::Value* x, llvm::Value* y = nullptr);
+  llvm::Value* call_math(const ir::LibmFn& f, DType t, llvm::Value* x, llvm::Value* y = nullptr);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x);
   llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
   llvm::Value* is_nan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
