@@ -115,6 +115,8 @@ def test_mixed_precision_training_tracks_float32_training(rng, backend):
             loss.backward()
             assert all(p.grad.dtype == lz.float32 for p in model.parameters())
             opt.step()
+            # The step's barrier (docs/training.md): without it, each item() reruns every step so far.
+            lz.sync()
             losses.append(loss.item())
         return losses
 
