@@ -107,27 +107,18 @@ def _step_fn(workload, model):
             opt.step()
             return loss
         return gpt2_step
-    if workload == "resnet18-train":
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-        loss_fn = torch.nn.CrossEntropyLoss()
-
-        def resnet_step(x, y):
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-        return resnet_step
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # A classifier's training step: the MLPs, and resnet18 with momentum (batch norm in train mode).
+    momentum = 0.9 if workload == "resnet18-train" else 0.0
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    def mlp_step(x, y):
+    def classifier_step(x, y):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         return loss
-    return mlp_step
+    return classifier_step
 
 
 class Candidate:
