@@ -59,7 +59,7 @@ def _lazuli_counters():
     names = ["KernelCompile", "UncachedCompile", "CachedCompile", "PersistentCacheHit",
              "PersistentCacheMiss", "TorchGraphCompiled", "TorchPartition", "TorchTrace",
              "TorchTraceFailed", "TorchReplay", "WarmProgramRun", "ConvWeightReorder",
-             "ConvWeightReuse"]
+             "ConvWeightReuse", "TorchWriteBackInPlace", "TorchWriteBackCopy"]
     out = {n: c(n) for n in names}
     fb = {n[len("fallback::"):]: c(n) for n in lz.debug.counter_names() if n.startswith("fallback::")}
     out["fallback_runs"] = sum(fb.values())

@@ -12,6 +12,9 @@ The pipeline, per FX graph dynamo hands over:
    recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
    Every call, the first included, then runs that program on the call's inputs: no node is
    recorded and no graph is hashed (the seed's "run the cached graph by hash").
+   An output that is a chain of view ops over an input (a saved weight's `t()`) is returned as
+   that view of the torch input, not computed (`_input_views`); chains of permutes are folded
+   into one, or none, before the trace (`_fold_permutes`).
 4. Inputs a partition updates in place (a `copy_` into a placeholder, which aot_autograd keeps in
    inference graphs as the backend asks: parameters and optimizer state in an optimizer's step)
    are donated: the program computes their new value into the input's own memory, as eager's
@@ -209,6 +212,103 @@ def _inverse(perm):
     return inv
 
 
+_aten = torch.ops.aten
+# ATen view ops: an output that is a chain of them over an input is returned as the same view of
+# the torch input (eager's alias), not computed into a new buffer. aot_autograd saves a linear
+# layer's `t()` of its weight for the backward: a copy per call of every such weight otherwise.
+_VIEW_OPS = frozenset([_aten.t.default, _aten.permute.default, _aten.transpose.int,
+                       _aten.view.default, _aten._unsafe_view.default, _aten.expand.default,
+                       _aten.unsqueeze.default, _aten.squeeze.dim, _aten.slice.Tensor,
+                       _aten.select.int, _aten.alias.default])
+
+
+def _input_views(gm: torch.fx.GraphModule):
+    """Per flat output of `gm`: (placeholder index, [(op, args, kwargs)...]) where the output is a
+    chain of view ops over a placeholder that the graph does not update in place, else None."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    updated = {n.args[0] for n in gm.graph.nodes
+               if n.op == "call_function" and n.target is _aten.copy_.default}
+    outputs, _ = torch.utils._pytree.tree_flatten(gm.graph.output_node().args[0])
+    views = []
+    for node in outputs:
+        chain = []
+        while (isinstance(node, torch.fx.Node) and node.op == "call_function"
+               and node.target in _VIEW_OPS and node.args and isinstance(node.args[0], torch.fx.Node)
+               and not any(isinstance(a, torch.fx.Node) for a in
+                           torch.utils._pytree.tree_leaves((node.args[1:], node.kwargs)))):
+            chain.append((node.target, tuple(node.args[1:]), dict(node.kwargs)))
+            node = node.args[0]
+        ok = (chain and isinstance(node, torch.fx.Node) and node.op == "placeholder"
+              and node not in updated)
+        views.append((placeholders.index(node), chain[::-1]) if ok else None)
+    return views
+
+
+def _permutation(node) -> Optional[List[int]]:
+    """The dims of `node` (a permute, t or transpose) as its input's dims, else None."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or node.op != "call_function":
+        return None
+    rank = val.dim()
+    if node.target is _aten.permute.default:
+        return [d % max(rank, 1) for d in node.args[1]]
+    if node.target is _aten.t.default:
+        return [1, 0] if rank == 2 else list(range(rank))
+    if node.target is _aten.transpose.int:
+        perm = list(range(rank))
+        a, b = (d % max(rank, 1) for d in node.args[1:3])
+        perm[a], perm[b] = perm[b], perm[a]
+        return perm
+    return None
+
+
+def _fold_permutes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """permute(permute(x, p), q) is one permute of x, and an identity permute is x. A backward
+    graph returns a weight's gradient through its `t()` as the transpose of a transpose of a
+    product: unfolded, the product is computed transposed (fusion rule 7) and then copied back
+    transposed, every call."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        outer = _permutation(node)
+        src = node.args[0] if outer is not None else None
+        inner = _permutation(src) if isinstance(src, torch.fx.Node) else None
+        if inner is None:
+            continue
+        composed = [inner[q] for q in outer]
+        if composed == list(range(len(composed))):
+            node.replace_all_uses_with(src.args[0])
+            gm.graph.erase_node(node)
+        else:
+            node.target, node.args, node.kwargs = _aten.permute.default, (src.args[0], composed), {}
+        if not src.users:
+            gm.graph.erase_node(src)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
+
+
+def _apply_view(t, chain):
+    for op, args, kwargs in chain:
+        t = op(t, *args, **kwargs)
+    return t
+
+
+def _is_view_of(view, args, out) -> bool:
+    """Whether the chain applies to this call's torch input as a view with `out`'s shape and
+    dtype (`view` of a non-contiguous input can refuse; then the program computes the output)."""
+    i, chain = view
+    if not isinstance(args[i], torch.Tensor):
+        return False
+    try:
+        t = _apply_view(args[i], chain)
+    except RuntimeError:
+        return False
+    return (tuple(t.shape) == tuple(out.shape)
+            and lowering.TORCH_TO_LZ.get(t.dtype) == out.dtype
+            and t.untyped_storage().data_ptr() == args[i].untyped_storage().data_ptr())
+
+
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
     __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts")
@@ -216,7 +316,8 @@ class _Traced:
     def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None):
         self.program = program    # _C._WarmProgram, or None when no output needs computing
         self.spec = spec          # the output structure (torch.utils._pytree spec)
-        self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("const", tensor) | ("value", v)
+        self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("view", i, chain)
+        #                           | ("const", tensor) | ("value", v)
         self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
         self.keyed = keyed        # the program's last input is a random key (lowering_random.py)
         self.layouts = layouts    # per argument: layout_of (None for non-tensors)
@@ -228,7 +329,7 @@ class LazuliPartition(torch.nn.Module):
 
     def __init__(self, gm: torch.fx.GraphModule, name: str, keep_weight_layouts=False):
         super().__init__()
-        self.gm = gm
+        self.gm = _fold_permutes(gm)
         self.name = name
         # Parameters cross with an id lent per torch version (LentIds), so the backend keeps
         # what it derives from them (blocked convolution weights) across calls.
@@ -274,10 +375,14 @@ class LazuliPartition(torch.nn.Module):
             flat, spec = torch.utils._pytree.tree_flatten(out)
             del out
             by_id = {id(stand_ins[i]): (i, j) for j, i in enumerate(arg_of_input)}
+            views = _input_views(self.gm)
             pending, outputs = [], []
-            for o in flat:
+            for p, o in enumerate(flat):
                 state = lz.debug.tensor_state(o) if isinstance(o, lz.Tensor) else None
-                if state is None:
+                view = views[p] if len(views) == len(flat) else None
+                if view is not None and state is not None and _is_view_of(view, args, o):
+                    outputs.append(("view",) + view)
+                elif state is None:
                     outputs.append(("value", o))
                 elif (id(o) in by_id and
                       lz.debug.tensor_state(inputs[by_id[id(o)][1]]) == "device_data"):
@@ -362,11 +467,14 @@ class LazuliPartition(torch.nn.Module):
                 inputs.append(to_lazuli(lowering_random.fresh_key()))
             results = traced.program.run(inputs)
         flat = []
-        for kind, v in traced.outputs:
+        for kind, v, *rest in traced.outputs:
             if kind == "run":
                 flat.append(to_torch(results[v]))
             elif kind == "arg":
                 flat.append(args[v])
+            elif kind == "view":
+                flat.append(_apply_view(args[v], rest[0]))
+                _count("TorchOutputView")
             elif kind == "const":
                 flat.append(v.clone())
             else:
