@@ -185,7 +185,7 @@ bool reshape_is_affine(const Shape& in, const Shape& out) {
 
 class Planner {
  public:
-  Planner(const LoweringGraph& g, const Target& target, bool explain, bool fuse_rows)
+  Planner(const ir::LoweringGraph& g, const Target& target, bool explain, bool fuse_rows)
       : g_(g), target_(target), explain_(explain), fuse_rows_(fuse_rows) {}
 
   Plan run() {
@@ -1226,7 +1226,7 @@ class Planner {
     for (size_t k = 0; k < order.size(); ++k) plan_.values[order[k]].home.offset = off[k];
   }
 
-  const LoweringGraph& g_;
+  const ir::LoweringGraph& g_;
   const Target& target_;
   bool explain_;
   bool fuse_rows_;
@@ -1372,7 +1372,7 @@ std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, i
                                         : place_sweep(values, arena_bytes);
 }
 
-Plan build_plan(const LoweringGraph& graph, const Target& target, bool explain) {
+Plan build_plan(const ir::LoweringGraph& graph, const Target& target, bool explain) {
   return Planner(graph, target, explain, config().fuse_rows).run();
 }
 

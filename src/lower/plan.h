@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "ir/lowering_graph.h"
 #include "lower/kernel_spec.h"
 #include "lower/target.h"
 
@@ -98,7 +98,7 @@ std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, i
 
 // Builds the plan for `target` (what it compiles and calls, lower/target.h). `explain`: record
 // each fusion decision in notes.
-Plan build_plan(const LoweringGraph& graph, const Target& target, bool explain);
+Plan build_plan(const ir::LoweringGraph& graph, const Target& target, bool explain);
 
 // The plan in words: steps, values and each kernel's loop nest (pseudo-C).
 std::string describe_plan(const Plan& plan);
