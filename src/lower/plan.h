@@ -1,7 +1,8 @@
 // A program's plan: the lowering of one synced graph for a target (target.h). Steps (fused
 // kernels, library calls, reference fallbacks) over values (materialized buffers) placed by a
-// memory plan. Built by fusion.cpp from a LoweringGraph; it keeps no node and no buffer, only
-// shapes, arguments and value homes. A backend runs it (the cpu backend: cpu_backend.cpp).
+// memory plan. Built by build_plan (planner.h) from an ir::LoweringGraph; it keeps no node and no
+// buffer, only shapes, arguments and value homes. A backend runs it (the cpu backend:
+// cpu_backend.cpp).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// The cpu backend: a synced graph becomes a plan (lower/fusion.cpp, for cpu_target()) whose
+// The cpu backend: a synced graph becomes a plan (lower/plan.h build_plan, for cpu_target()) whose
 // kernels are compiled by LLVM (kernel_cache.cpp), and running it walks the steps on the runtime
 // thread pool.
 #include <algorithm>
