@@ -113,7 +113,7 @@ int Planner::build_expr(KernelBuild& kb, Out o, const View& v, const Node* root)
       }
       default:
         if (!reshape_rows(x.shape(), n->shape, v, kb.rank, &in)) {
-          throw Error("cpu backend: internal error: non-affine reshape reached a kernel");
+          throw Error("planner: internal error: non-affine reshape reached a kernel");
         }
     }
     e = build_expr(kb, x, in, root);

@@ -17,7 +17,7 @@ namespace {
 int64_t aligned_size(int64_t nbytes) {
   int64_t size = 0;
   if (nbytes < 0 || __builtin_add_overflow(nbytes, int64_t{63}, &size)) {
-    throw OutOfMemoryError("cpu backend: a scratch buffer of " + std::to_string(nbytes) +
+    throw OutOfMemoryError("memory plan: a scratch buffer of " + std::to_string(nbytes) +
                            " bytes cannot be allocated");
   }
   return size / 64 * 64;
@@ -26,7 +26,7 @@ int64_t aligned_size(int64_t nbytes) {
 int64_t end_of(int64_t off, int64_t size) {
   int64_t end = 0;
   if (__builtin_add_overflow(off, size, &end)) {
-    throw OutOfMemoryError("cpu backend: the program's scratch memory exceeds the address space");
+    throw OutOfMemoryError("memory plan: the program's scratch memory exceeds the address space");
   }
   return end;
 }
