@@ -1,7 +1,7 @@
-// The backend interface (DESIGN.md section 5). The executor hands a backend a LoweringGraph (the
-// post-ordered nodes of one sync, with parameter slots and roots); the backend returns an
-// Executable that no longer references any node or buffer, so a cached program keeps no tensor
-// memory alive. Executables run on the device's executor thread.
+// The backend interface (DESIGN.md section 5). The executor hands a backend an ir::LoweringGraph
+// (ir/lowering_graph.h: the post-ordered nodes of one sync, with parameter slots and roots); the
+// backend returns an Executable that no longer references any node or buffer, so a cached program
+// keeps no tensor memory alive. Executables run on the device's executor thread.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -11,16 +11,10 @@
 
 #include "core/buffer.h"
 #include "core/hash.h"
+#include "ir/lowering_graph.h"
 #include "ir/node.h"
 
 namespace lz {
-
-struct LoweringGraph {
-  std::vector<const ir::Node*> post_order;              // operands before users
-  std::unordered_map<const ir::Node*, int> param_slot;  // DeviceData node -> parameter index
-  int num_params = 0;
-  std::vector<ir::Value> roots;                         // the program's outputs, in order
-};
 
 // The message of an exception held by pointer ("unknown error" for a non-std exception).
 std::string error_text(const std::exception_ptr& e);
@@ -33,7 +27,7 @@ class PartialRunFailure : public std::exception {
   const char* what() const noexcept override { return what_.c_str(); }
   std::vector<bool> root_failed;
   std::exception_ptr error;
-  int failed_node;  // post-order index (LoweringGraph) of the node that failed; -1 unknown
+  int failed_node;  // post-order index (ir::LoweringGraph) of the node that failed; -1 unknown
 
  private:
   std::string what_;
@@ -61,11 +55,11 @@ class Backend {
   // The backend's part of the compile environment: every setting of it that changes generated
   // code (compile_env_hash() adds the rest).
   virtual Hash128 compile_env() const = 0;
-  virtual std::shared_ptr<Executable> compile(const LoweringGraph& graph) = 0;
+  virtual std::shared_ptr<Executable> compile(const ir::LoweringGraph& graph) = 0;
   // What compile() would make of `graph`, in words, for dumps (debug::dump_kernels): builds
   // nothing into a cache and runs nothing. `detail` adds the lowest-level form the backend has
   // (the cpu backend: each kernel's LLVM IR).
-  virtual std::string describe(const LoweringGraph& graph, bool detail) = 0;
+  virtual std::string describe(const ir::LoweringGraph& graph, bool detail) = 0;
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) { return std::make_shared<Storage>(nbytes); }
 
   // Memory transfers: every host read or write of tensor memory outside a backend goes through

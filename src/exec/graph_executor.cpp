@@ -247,8 +247,8 @@ std::vector<std::pair<int, int>> find_donations(const Roots& roots, const PostOr
   return out;
 }
 
-LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po) {
-  LoweringGraph g;
+ir::LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po) {
+  ir::LoweringGraph g;
   g.post_order = po.nodes;
   g.param_slot = po.param_slot;
   g.num_params = static_cast<int>(po.params.size());

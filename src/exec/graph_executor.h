@@ -103,7 +103,7 @@ PostOrder post_order(const std::vector<ir::Value>& roots);
 size_t add_live_intermediates(Roots& roots, const PostOrder& po);
 
 // What a backend compiles: the post-ordered nodes, parameter slots and roots of one sync.
-LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);
+ir::LoweringGraph lowering_graph(const Roots& roots, const PostOrder& po);
 
 // Step 3b. Buffer donation at a barrier: pairs (parameter index, root index) where the parameter's
 // buffer belonged to the root's tensor and nothing but this graph still references it. `po` is

@@ -5,7 +5,7 @@
 // spec: they arrive at run time in an int64 array (layout below), so one compiled kernel serves
 // every shape with the same structure and a new batch size costs a new plan, not a new kernel.
 //
-// Loop nest (after the planner reordered and collapsed dims, see fusion.cpp):
+// Loop nest (after the planner reordered and collapsed dims, see kernel_build.cpp):
 //   Elementwise  dims [0, rank) all parallel; the range [begin, end) is over the linear index of
 //                the whole space, cut into row segments of the innermost dim.
 //   RowReduce    dims [0, nout) parallel, [nout, rank) reduced (innermost, folded in registers);

@@ -1,13 +1,14 @@
 // A program's plan: the lowering of one synced graph for a target (target.h). Steps (fused
 // kernels, library calls, reference fallbacks) over values (materialized buffers) placed by a
-// memory plan. Built by fusion.cpp from a LoweringGraph; it keeps no node and no buffer, only
-// shapes, arguments and value homes. A backend runs it (the cpu backend: cpu_backend.cpp).
+// memory plan. Built by build_plan (planner.h) from an ir::LoweringGraph; it keeps no node and no
+// buffer, only shapes, arguments and value homes. A backend runs it (the cpu backend:
+// cpu_backend.cpp).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "ir/lowering_graph.h"
 #include "lower/kernel_spec.h"
 #include "lower/target.h"
 
@@ -98,7 +99,7 @@ std::vector<int64_t> place_scratch(const std::vector<ScratchInterval>& values, i
 
 // Builds the plan for `target` (what it compiles and calls, lower/target.h). `explain`: record
 // each fusion decision in notes.
-Plan build_plan(const LoweringGraph& graph, const Target& target, bool explain);
+Plan build_plan(const ir::LoweringGraph& graph, const Target& target, bool explain);
 
 // The plan in words: steps, values and each kernel's loop nest (pseudo-C).
 std::string describe_plan(const Plan& plan);

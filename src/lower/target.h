@@ -1,4 +1,4 @@
-// What a lowering target can do, as the planner (fusion.cpp) needs to know it: which nodes its
+// What a lowering target can do, as the planner (planner.h) needs to know it: which nodes its
 // code generator compiles, which library calls it has, and how its kernels are cut over threads.
 // The planner knows no target itself; a backend describes its own once (the cpu backend:
 // backend/cpu/cpu_target.cpp) and passes it to build_plan. The description is fixed for a

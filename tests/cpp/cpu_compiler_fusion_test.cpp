@@ -116,6 +116,18 @@ TEST_F(CpuCompilerFusion, AMatmulIsALibraryCallStep) {
   expect_agree(program, 1e-4);
 }
 
+// A library call is counted as one, not as a fallback: "no fallbacks" means no reference kernel.
+TEST_F(CpuCompilerFusion, ConvolutionAndPoolingAreLibraryStepsNotFallbacks) {
+  Tensor x = tensor<float>(ramp(1 * 2 * 6 * 6), {1, 2, 6, 6});
+  Tensor w = tensor<float>(ramp(3 * 2 * 3 * 3), {3, 2, 3, 3});
+  std::vector<Tensor> ts{nn::max_pool2d(relu(nn::conv2d(x, w)), {2, 2})};
+  const lower::Plan p = plan_of(ts);
+  const StepCounts c = count_steps(p);
+  EXPECT_EQ(c.library, 2) << lower::describe_plan(p);
+  EXPECT_EQ(c.fallbacks, 0) << lower::describe_plan(p);
+  EXPECT_EQ(c.library + c.fallbacks + c.kernels, static_cast<int>(p.steps.size()));
+}
+
 TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(30 * 30), {30, 30});

@@ -160,13 +160,20 @@ inline lower::Plan plan_of(const std::vector<Tensor>& ts,
   return lower::build_plan(lowering_graph(roots, po), target, /*explain=*/true);
 }
 
+// A plan's steps by what runs them: compiled kernels; library calls (matrix products, and the
+// convolutions and pooling the target has a library for); fallbacks (reference kernels only).
 struct StepCounts {
   int kernels = 0, library = 0, fallbacks = 0;
 };
 inline StepCounts count_steps(const lower::Plan& p) {
   StepCounts c;
   for (const lower::PlanStep& s : p.steps) {
-    (s.kind == lower::PlanStep::Kernel ? c.kernels : s.kind == lower::PlanStep::MatMul ? c.library : c.fallbacks)++;
+    switch (s.kind) {
+      case lower::PlanStep::Kernel: ++c.kernels; break;
+      case lower::PlanStep::MatMul:
+      case lower::PlanStep::Library: ++c.library; break;
+      case lower::PlanStep::Fallback: ++c.fallbacks; break;
+    }
   }
   return c;
 }

@@ -292,7 +292,7 @@ TEST_F(CpuReducedFloat, MovementAndIndexOpsOn16BitDataAreCompiledAsTheReference)
 }
 
 TEST_F(CpuReducedFloat, ACatOf16BitTensorsIsOneKernelPerPartWithTheCastsFused) {
-  // cat's part kernels (lower/fusion.cpp) load and store 16-bit values like any other dtype.
+  // cat's part kernels (lower/kernel_build.cpp) load and store 16-bit values like any other dtype.
   for (DType t : {DType::BFloat16, DType::Float16}) {
     auto program = [t] {
       Tensor a = cast(arange(0, 10, 1, DType::Float32), t);

@@ -1,4 +1,4 @@
-// The cpu backend: a synced graph becomes a plan (lower/fusion.cpp, for cpu_target()) whose
+// The cpu backend: a synced graph becomes a plan (lower/plan.h build_plan, for cpu_target()) whose
 // kernels are compiled by LLVM (kernel_cache.cpp), and running it walks the steps on the runtime
 // thread pool.
 #include <algorithm>
@@ -239,7 +239,7 @@ class CpuBackend : public Backend {
     return h.digest();
   }
 
-  std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
+  std::shared_ptr<Executable> compile(const ir::LoweringGraph& g) override {
     const bool explain = config().debug >= 3;
     Plan plan = lower::build_plan(g, cpu_target(), explain);
     if (explain) {
@@ -249,7 +249,7 @@ class CpuBackend : public Backend {
     return std::make_shared<CpuProgram>(std::move(plan), std::move(kernels));
   }
 
-  std::string describe(const LoweringGraph& g, bool llvm_ir) override {
+  std::string describe(const ir::LoweringGraph& g, bool llvm_ir) override {
     Plan plan = lower::build_plan(g, cpu_target(), /*explain=*/true);
     std::string out = lower::describe_plan(plan);
     if (llvm_ir) {

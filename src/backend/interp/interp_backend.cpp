@@ -131,11 +131,11 @@ class InterpBackend : public Backend {
     return h.digest();
   }
 
-  std::string describe(const LoweringGraph& g, bool /*detail*/) override {
+  std::string describe(const ir::LoweringGraph& g, bool /*detail*/) override {
     return "interp backend: one reference kernel per node, in post-order\n" + ir::dump_text(g.roots);
   }
 
-  std::shared_ptr<Executable> compile(const LoweringGraph& g) override {
+  std::shared_ptr<Executable> compile(const ir::LoweringGraph& g) override {
     auto p = std::make_shared<Program>();
     std::unordered_map<const ir::Node*, int> slot_of;  // slot of each node's output 0
     p->instrs.reserve(g.post_order.size());
