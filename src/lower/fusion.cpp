@@ -37,9 +37,9 @@
 //     computed once per row. A reduction also read elsewhere (a graph root, another kernel, a
 //     library call, the saved statistics of a backward pass) stays materialized, and so does
 //     one whose kernel turns out not to fit (index checks, a view of the reduced value that is
-//     not the row's broadcast, more than kMaxRowKernelOps ops). Rows longer than
-//     kMaxRowElements are not fused: they do not stay in cache, and few long rows (a whole-tensor
-//     mean) would leave the outputs' work on one thread.
+//     not the row's broadcast, more than kMaxRowKernelOps ops). Rows longer than the target's
+//     row_fusion_max_elements are not fused: they do not stay in cache, and few long rows (a
+//     whole-tensor mean) would leave the outputs' work on one thread.
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
 //  7. Matrix products are library calls (the cpu target: oneDNN sgemm for float32), and so are
 //     convolutions where the target has a library for them (lower/target.h); ops the target's
@@ -87,9 +87,6 @@ constexpr int kMaxRecomputedOps = 8;
 constexpr int kMaxBroadcastRecompute = 2;
 constexpr int kMaxKernelOps = 64;
 constexpr int kMaxRowKernelOps = 2 * kMaxKernelOps;
-// Rule 5b keeps a row in cache between its passes; a longer row gains nothing from it and a
-// kernel of few long rows would run its outputs on few threads (one row each).
-constexpr int64_t kMaxRowElements = 65536;  // 256 KiB of float32; the L2 here is 1 MiB a core
 constexpr int kRngNormalOps = kMaxRecomputedOps + 1;
 
 }  // namespace
@@ -337,7 +334,8 @@ void Planner::decide() {
 }
 
 // ---- rule 5b: row fusion ----
-// Reduction r reduces the trailing dims of its input, at most kMaxRowElements of them.
+// Reduction r reduces the trailing dims of its input, at most the target's
+// row_fusion_max_elements of them.
 bool Planner::reduces_short_rows(const Node* r) const {
   std::vector<int64_t> d = r->attr<ir::ReduceAttrs>().dims;
   std::sort(d.begin(), d.end());
@@ -348,7 +346,7 @@ bool Planner::reduces_short_rows(const Node* r) const {
     if (d[k] != first + static_cast<int64_t>(k)) return false;
     row *= in[d[k]];
   }
-  return !d.empty() && row <= kMaxRowElements;
+  return !d.empty() && row <= target_.row_fusion_max_elements;
 }
 
 // The one kernel every use of r's value ends in, through unmaterialized elementwise ops and

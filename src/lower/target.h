@@ -46,6 +46,11 @@ struct Target {
   int64_t grain_elements = 32768;
   int64_t line_bytes = 64;
   int64_t min_align_elements = 16;
+
+  // Fusion rule 5b keeps a row in the core's cache between its passes: rows longer than this
+  // are not fused (they would not stay in cache, and a kernel of few long rows runs its outputs
+  // on few threads, one row each).
+  int64_t row_fusion_max_elements = 65536;
 };
 
 // A node reading or writing float16/bfloat16 (fusion rule 10; targets' predicates use it too).

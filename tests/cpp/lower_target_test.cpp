@@ -59,6 +59,18 @@ TEST_F(LowerTarget, PoolingIsALibraryCallOnlyWhereTheTargetHasOne) {
   EXPECT_EQ(fallbacks(p), 2) << lower::describe_plan(p);
 }
 
+TEST_F(LowerTarget, RowsFuseWithTheirReductionsUpToTheTargetsRowLength) {
+  Tensor x = tensor<float>(ramp(4 * 100), {4, 100});
+  std::vector<Tensor> ts{nn::softmax(x, 1)};
+  const lower::Plan cpu = plan_of(ts);
+  EXPECT_EQ(count_steps(cpu, lower::PlanStep::Kernel), 1) << lower::describe_plan(cpu);
+  lower::Target t = cpu::cpu_target();
+  t.row_fusion_max_elements = 99;
+  const lower::Plan p = plan_of(ts, t);
+  EXPECT_GT(count_steps(p, lower::PlanStep::Kernel), 1) << "the reductions get kernels\n"
+                                                       << lower::describe_plan(p);
+}
+
 TEST_F(LowerTarget, AGraphNeedingAFallbackIsRefusedWhereReferenceKernelsCannotRun) {
   lower::Target t = cpu::cpu_target();
   t.name = "device";
