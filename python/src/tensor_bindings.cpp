@@ -1,5 +1,5 @@
-// lazuli._C.Tensor: attributes, value reads, operators and methods. Indexing lives in Python
-// (lazuli/_indexing.py) and is built from the view ops bound here.
+// lazuli._C.Tensor: attributes, value reads, operators and methods (indexing:
+// indexing_bindings.cpp).
 #include "bindings.h"
 
 namespace lzpy {
