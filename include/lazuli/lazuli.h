@@ -7,6 +7,7 @@
 #include "lazuli/device.h"
 #include "lazuli/dtype.h"
 #include "lazuli/error.h"
+#include "lazuli/indexing.h"
 #include "lazuli/nn.h"
 #include "lazuli/ops.h"
 #include "lazuli/runtime.h"

@@ -3,6 +3,7 @@
 // (item, to_vector), see <lazuli/runtime.h>.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@ namespace lz {
 
 namespace internal {
 class TensorImpl;
+}
+namespace indexing {
+class TensorIndex;  // <lazuli/indexing.h>
 }
 
 using IntList = std::vector<int64_t>;
@@ -111,6 +115,11 @@ class Tensor {
                std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+  // x[key] with PyTorch's rules (<lazuli/indexing.h>): a view when the key holds only ints,
+  // slices, None and ..., else a copy. Bad keys throw IndexError / ValueError / TypeError naming
+  // "index", the tensor's dtype and shape; nothing is recorded.
+  Tensor index(std::initializer_list<indexing::TensorIndex> key) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& key) const;
   // The strides PyTorch would give this tensor (row-major unless it is a view), and whether they
   // are row-major: view() and reshape() follow PyTorch's aliasing rules through them.
   std::vector<int64_t> strides() const;
@@ -134,7 +143,17 @@ class Tensor {
       const Scalar& value);  // throws ValueError if value overflows the dtype (nan into int)
   Tensor& fill_(const Tensor& value);  // value: a 0-dim tensor
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max);
-  // self[index[j], ...] = values[j, ...] along dim 0 (indexed assignment with an integer tensor).
+  // x[key] = value in place (x[key] += value with accumulate, where an index repeated adds each
+  // of its values), with PyTorch's rules (<lazuli/indexing.h>). The value (cast to x's dtype)
+  // broadcasts to the shape x.index(key) has, leading dims of size 1 dropped first. Errors name
+  // "index_put_"; on a bad key or value nothing changes.
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> key, const Tensor& value,
+                     bool accumulate = false);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& key, const Tensor& value,
+                     bool accumulate = false);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> key, const Scalar& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& key, const Scalar& value);
+  // index_put_({index}, values): one integer or bool tensor indexing dim 0.
   Tensor& index_put_(const Tensor& index, const Tensor& values);
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& operator+=(const Tensor& o) { return add_(o); }

@@ -21,7 +21,7 @@ from ._C import (  # noqa: F401  (the public names of API.md)
     sync, sync_tensors, wait, add_step_closure, device_count, backend,
 )
 from ._tensor import tensor  # noqa: F401
-from ._indexing import index_put, index_put_  # noqa: F401  (issue 13)
+from ._C import index_put, index_put_  # noqa: F401  (issue 13)
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401

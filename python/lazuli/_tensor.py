@@ -1,10 +1,11 @@
-"""Tensor creation from Python data and the Python protocols of lz.Tensor (indexing: _indexing.py)."""
+"""Tensor creation from Python data and the Python protocols of lz.Tensor (indexing is C++:
+python/src/indexing_bindings.cpp)."""
 import builtins
 import numbers
 
 import numpy as np
 
-from . import _C, _indexing
+from . import _C
 
 _NP_TO_LZ = {
     np.dtype(np.float32): _C.dtype.float32,
@@ -121,10 +122,6 @@ def _format(self, spec):
     return str(self)
 
 
-_C.Tensor.__getitem__ = _indexing.getitem
-_C.Tensor.__setitem__ = _indexing.setitem
-_C.Tensor.index_put_ = _indexing.index_put_
-_C.Tensor.index_put = _indexing.index_put
 _C.Tensor.__iter__ = _iter
 _C.Tensor.__str__ = _C.Tensor.__repr__
 _C.Tensor.__format__ = _format

@@ -81,6 +81,11 @@ void bind_nn_layers(py::module_& m);
 void bind_serialize(py::module_& m);
 // tril, masked_fill, flip, roll, norms, F.pad/interpolate... (composite_bindings.cpp).
 void bind_composites(py::module_& m, py::class_<lz::Tensor>& cls);
+// x[key], x[key] = value, index_put(_) (indexing_bindings.cpp).
+void bind_indexing(py::module_& m, py::class_<lz::Tensor>& cls);
+// The flat positions (int64) of a bool mask's true elements: reads the mask (a cut with reason
+// data-dependent-shape), waiting interruptibly (ops_bindings.cpp).
+lz::Tensor nonzero_flat(const lz::Tensor& mask);
 // cumsum/cumprod, scaled_dot_product_attention (into m._nn), keyed random draws (lm_bindings.cpp).
 void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).

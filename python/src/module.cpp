@@ -224,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_composites(m, tensor_cls);
   lzpy::bind_nn_layers(m);  // into the _nn submodule bind_composites made
   lzpy::bind_lm_ops(m, tensor_cls);
+  lzpy::bind_indexing(m, tensor_cls);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

@@ -130,8 +130,8 @@ py::object tensor_to(py::object self, py::args args, py::kwargs kwargs) {
   return copy ? py::cast(lz::contiguous(x)) : self;
 }
 
-// Flat indices of the true elements of a bool mask: the output size depends on values, so this
-// reads the mask (a cut with reason data-dependent-shape).
+}  // namespace
+
 Tensor nonzero_flat(const Tensor& mask) {
   if (mask.dtype() != lz::DType::Bool) throw py::type_error("mask must be a bool tensor");
   lz::BufferPtr b;
@@ -145,8 +145,6 @@ Tensor nonzero_flat(const Tensor& mask) {
   }
   return lz::tensor<int64_t>(idx);
 }
-
-}  // namespace
 
 void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   const std::pair<const char*, Unary> unary[] = {

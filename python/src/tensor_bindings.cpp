@@ -1,5 +1,5 @@
-// lazuli._C.Tensor: attributes, value reads, operators and methods. Indexing lives in Python
-// (lazuli/_indexing.py) and is built from the view ops bound here.
+// lazuli._C.Tensor: attributes, value reads, operators and methods (indexing:
+// indexing_bindings.cpp).
 #include "bindings.h"
 
 namespace lzpy {
@@ -157,7 +157,6 @@ py::class_<Tensor> bind_tensor(py::module_& m) {
              if (!max.is_none()) hi = number_arg(max, "max");
              return a.clamp_(lo, hi);
            }, py::arg("min") = py::none(), py::arg("max") = py::none())
-      .def("index_put_", &Tensor::index_put_)
       .def("scatter_add_", &Tensor::scatter_add_, py::arg("dim"), py::arg("index"), py::arg("src"))
       .def("_index_copy", [](const Tensor& a, int64_t dim, const Tensor& idx, const Tensor& src) {
         return lz::index_copy(a, dim, idx, src);

@@ -307,28 +307,6 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   return *this;
 }
 
-Tensor& Tensor::index_put_(const Tensor& index, const Tensor& values) {
-  check_defined("index_put_");
-  if (!values.defined()) throw ValueError("index_put_: the values tensor is undefined");
-  Shape expect = shape();
-  if (expect.empty()) throw IndexError("index_put_: cannot index a 0-d tensor");
-  expect[0] = index.defined() ? index.numel() : 0;
-  Tensor v = values;
-  if (values.shape() != expect) {
-    try {
-      v = broadcast_to(values, expect);
-    } catch (const ValueError&) {
-      throw ValueError("index_put_(" + std::string(dtype_name(dtype())) + shape_str(shape()) +
-                       ", index" + (index.defined() ? shape_str(index.shape()) : "") + ", values " +
-                       std::string(dtype_name(values.dtype())) + shape_str(values.shape()) +
-                       "): the values cannot be broadcast to " + shape_str(expect));
-    }
-  }
-  Tensor r = index_copy(*this, 0, index, v);
-  impl_->set_value(r.impl()->value());
-  return *this;
-}
-
 Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
   check_defined("scatter_add_");
   Tensor r = scatter_add(*this, dim, index, src);

@@ -323,7 +323,7 @@ def _index_when(a, indices, *args):
 def _key(indices):
     """aten's indices (None: a whole dim) as a Python indexing key, whose rules are PyTorch's:
     several index tensors broadcast together, their result dims in place when adjacent, else
-    first (lazuli/_indexing.py)."""
+    first (src/ops/tensor_indexing.cpp)."""
     return tuple(slice(None) if t is None else t for t in indices)
 
 
