@@ -1,5 +1,7 @@
-// Every LAZULI_* environment variable is read here, once, into one Config; the library's one other
-// getenv is the system's TMPDIR (kernel_cache.cpp, where a failed kernel's IR is saved). Tests may change fields through mutable_config() (then call the hook of
+// Every LAZULI_* environment variable is read here, once, into one Config. The library's other
+// getenvs: the system's TMPDIR (kernel_cache.cpp, where a failed kernel's IR is saved), and the
+// test hook LAZULI_JIT_NO_F16C in the code generator's own library (jit/codegen.cpp), which links
+// nothing of the core. Tests may change fields through mutable_config() (then call the hook of
 // the component that caches the value, e.g. CompileCache::resize).
 // docs/environment.md documents each field; keep the two in step.
 #pragma once
