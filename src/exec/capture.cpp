@@ -155,7 +155,7 @@ void add_replay_guard(std::function<bool()> check, uint64_t identity) {
 }
 
 std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
-  if (a.hash != b.hash) {
+  if (a.program.hash != b.program.hash) {
     return "the traced programs differ (a Python number or branch that changes between calls is "
            "baked into the graph: pass it as a tensor argument)";
   }
@@ -218,11 +218,8 @@ std::shared_ptr<CaptureRecord> make_record(ProgramCapture& pc, const std::vector
                                            const std::unordered_map<int64_t, StartTensor>& start,
                                            const std::vector<TensorImplPtr>& outs, std::string* why) {
   auto rec = std::make_shared<CaptureRecord>();
-  rec->hash = pc.hash;
-  rec->exe = pc.exe;
-  rec->root_types = pc.root_types;
+  rec->program = pc.program;
   rec->donations = pc.donations;
-  rec->origins = pc.origins;
   std::unordered_set<int64_t> state_read;
   for (const BufferPtr& b : pc.params) {
     CaptureSource s;
@@ -449,7 +446,7 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
           "); a replay runs no Python, so such a function is traced on every call";
   } else if (!refused.empty()) {
     why = refused;
-  } else if (!pc.exe) {
+  } else if (!pc.program.exe) {
     why = "the function recorded no work";
   } else {
     rec = make_record(pc, args, user_args, copied, arg_buffers, start, outs, &why);

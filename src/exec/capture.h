@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "exec/compiled_program.h"
 #include "tensor/lazy_tensor.h"
 
 namespace lz {
@@ -78,15 +79,12 @@ struct ReplayGuard {
 };
 
 struct CaptureRecord {
-  Hash128 hash;
-  std::shared_ptr<Executable> exe;  // held here: a compile-cache eviction never loses it
+  // Held here: a compile-cache eviction never loses it. Its origins make a replay's run-time
+  // error name what the user called, as the trace's would.
+  CompiledProgram program;
   std::vector<CaptureSource> sources;  // per program parameter
   std::vector<CaptureSink> sinks;      // per program root
-  std::vector<std::pair<DType, Shape>> root_types;
   std::vector<std::pair<int, int>> donations;  // (parameter, root) pairs donated at the trace
-  // Post-order index -> origin of its index ops (ir/origin.h): a replay's run-time error names
-  // what the user called, as the trace's would.
-  std::vector<std::pair<int, ir::Origin>> origins;
   std::vector<CaptureOutput> outputs;
   std::vector<ReplayGuard> guards;
   std::shared_ptr<void> frontend_data;  // the frontend's own (Python: the output structure)

@@ -116,7 +116,7 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
   }
   sync_before_call(pending);
 
-  std::vector<BufferPtr> outputs(rec.root_types.size());
+  std::vector<BufferPtr> outputs;
   std::vector<std::pair<int, int>> donations;
   {
     auto lock = lock_executor();
@@ -141,23 +141,22 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
         if (params[i] == params[j]) sole[i] = sole[j] = false;
       }
     }
-    auto exec = std::make_shared<Execution>();
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      outputs[r] = std::make_shared<DeviceBuffer>(rec.root_types[r].first, rec.root_types[r].second, exec);
-    }
     if (config().enable_param_aliasing) {
       for (auto& [p, r] : rec.donations) {
         if (sole[p] && src[p] && src[p] == dst[r]) donations.emplace_back(p, r);
       }
     }
-    // A replay that fails gives each kept tensor its value back (schedule_program's restore).
-    std::vector<SlotPtr> restore(outputs.size());
-    for (size_t r = 0; r < dst.size(); ++r) {
-      if (dst[r]) restore[r] = dst[r]->replay_assign(outputs[r]);
-    }
+    // A replay that fails gives each kept tensor its value back (run_compiled's restore).
+    auto bind = [&](const std::vector<BufferPtr>& outs) {
+      std::vector<SlotPtr> restore(outs.size());
+      for (size_t r = 0; r < dst.size(); ++r) {
+        if (dst[r]) restore[r] = dst[r]->replay_assign(outs[r]);
+      }
+      return restore;
+    };
     // Only `params` (dropped below) and the sources' old data nodes hold the replaced buffers now;
     // the scheduled task keeps their memory through the slots.
-    schedule_program(rec.exe, rec.hash, params, outputs, donations, exec, std::move(restore), rec.origins);
+    outputs = run_compiled(rec.program, params, donations, bind).outputs;
   }
   if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
   LZ_COUNTER("CaptureReplay", 1);
@@ -180,18 +179,8 @@ bool replay(const CaptureRecord& rec, const std::string& name, std::vector<Tenso
       case CaptureOutput::Kind::Fixed: outs->push_back(o.fixed.lock()); break;
     }
   }
-  CutRecord record;
-  record.reason = CutReason::CaptureReplay;
-  record.hash = rec.hash;
-  record.inputs = rec.sources.size();
-  record.outputs = rec.root_types.size();
-  record.name = name;
-  if (config().debug > 0) {  // a replay never compiles: only the execution log shows it
-    record.frames = user_frames(config().debug_max_frame);
-    report_execution(record);
-  }
-  cut_log().add(std::move(record));
-  finish_step(true, rec.hash);
+  note_replay(rec.program, rec.sources.size(), name);
+  finish_step(true, rec.program.hash);
   return true;
 }
 

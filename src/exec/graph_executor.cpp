@@ -328,142 +328,6 @@ void count_executed_nodes(const PostOrder& po) {
   LZ_COUNTER("ExecutedNodes", total);
 }
 
-bool is_out_of_memory(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const OutOfMemoryError&) {
-    return true;
-  } catch (const std::bad_alloc&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-// A failed root whose tensor held data before gets that value back: a failed program leaves
-// every tensor it would have updated as it was (DESIGN.md section 7). The storage of a donated
-// parameter is taken over as it is (a failed root's output is never written: backend.h); any
-// other earlier value is copied, so no two live buffers share memory that donation could reuse.
-bool restore_root(BufferSlot& out, const SlotPtr& before, const std::shared_ptr<Storage>& allocated,
-                  const std::vector<SlotPtr>& params, const std::pair<DType, Shape>& type) {
-  if (!before || !before->storage || before->error || before->donated.load(std::memory_order_acquire)) {
-    return false;
-  }
-  for (const SlotPtr& p : params) {
-    if (p == before && allocated == before->storage) {
-      out.storage = before->storage;
-      return true;
-    }
-  }
-  size_t nbytes = static_cast<size_t>(numel(type.second)) * dtype_size(type.first);
-  if (before->storage->nbytes() < nbytes) return false;
-  std::shared_ptr<Storage> st = allocated;
-  bool is_param_storage = false;
-  for (const SlotPtr& p : params) is_param_storage |= st && p->storage == st;
-  if (!st || is_param_storage) st = active_backend().allocate(nbytes);
-  active_backend().copy(*before->storage, *st, nbytes);
-  out.storage = std::move(st);
-  return true;
-}
-
-void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
-                 const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
-                 const std::vector<std::pair<DType, Shape>>& root_types,
-                 const std::vector<std::pair<int, int>>& donations, const std::vector<SlotPtr>& restore,
-                 const NodeOrigins& origins, const std::shared_ptr<Execution>& exec) {
-  std::vector<std::shared_ptr<Storage>> outs(outputs.size());
-  std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
-  std::exception_ptr error;
-  int failed_node = -1;
-  try {
-    // The sample is taken before the completion: a reader woken by it may read the metrics.
-    LZ_TIMED("ExecuteTime");
-    std::vector<const Storage*> ps;
-    ps.reserve(params.size());
-    for (const SlotPtr& p : params) {
-      if (p->error) {
-        throw ExecutionError("an input of this program came from an execution that failed: " +
-                             error_text(p->error));
-      }
-      if (p->donated.load(std::memory_order_acquire)) {
-        throw ExecutionError("an input of this program was donated to an earlier program");
-      }
-      ps.push_back(p->storage.get());
-    }
-    Backend& backend = active_backend();
-    for (auto& [p, r] : donations) outs[r] = params[p]->storage;
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      if (outs[r]) continue;
-      const auto& [dt, shape] = root_types[r];
-      outs[r] = backend.allocate(static_cast<size_t>(numel(shape)) * dtype_size(dt));
-    }
-    std::vector<Storage*> raw(outs.size());
-    for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
-    try {
-      exe->run(ps, raw);
-      failed.assign(outputs.size(), false);
-    } catch (const PartialRunFailure& f) {
-      failed = f.root_failed;
-      error = f.error;
-      failed_node = f.failed_node;
-    }
-  } catch (...) {
-    error = std::current_exception();
-  }
-  // The outputs hold new contents (a donated parameter's storage too): whatever a cache derived
-  // from their bytes before is stale. Renewed before the completion that lets readers see them.
-  for (const std::shared_ptr<Storage>& s : outs) {
-    if (s) s->contents_changed();
-  }
-  if (!error) {
-    for (size_t r = 0; r < outputs.size(); ++r) outputs[r]->storage = std::move(outs[r]);
-    for (auto& [p, r] : donations) params[p]->donated.store(true, std::memory_order_release);
-    exec->complete(nullptr);
-    return;
-  }
-  // In the user's terms where the failing node has an origin: "cross_entropy at train.py:41".
-  std::string what;
-  for (const auto& [node, origin] : origins) {
-    if (node == failed_node && origin) what = *origin + " failed when its program ran: ";
-  }
-  what = (what.empty() ? "execution of graph " + hash.hex() + " failed: " : what) +
-         error_text(error) + (what.empty() ? "" : " (graph " + hash.hex() + ")");
-  std::exception_ptr err;
-  // Out of memory stays OutOfMemoryError (Python: MemoryError), naming the program's outputs.
-  if (is_out_of_memory(error)) {
-    what += "; the program's outputs:";
-    for (const auto& [dt, shape] : root_types)
-      what += " " + std::string(dtype_name(dt)) + shape_str(shape);
-    err = std::make_exception_ptr(OutOfMemoryError(what));
-  } else {
-    err = std::make_exception_ptr(ExecutionError(what));
-  }
-  // All or nothing for state: every tensor that held a value before gets it back, even where the
-  // failure did not reach it (an optimizer's step count stays in step with its moments); a new
-  // tensor the failure did not reach keeps its value, the others have none.
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    bool restored = false;
-    try {  // the copy may need memory; on the executor thread nothing may escape
-      restored = restore_root(*outputs[r], r < restore.size() ? restore[r] : nullptr, outs[r], params,
-                              root_types[r]);
-    } catch (...) {
-    }
-    if (restored) continue;
-    if (!failed[r]) {
-      outputs[r]->storage = std::move(outs[r]);
-    } else {
-      outputs[r]->error = err;
-    }
-  }
-  // A donated parameter's storage now belongs to its output, restored or computed.
-  for (auto& [p, r] : donations) {
-    if (outputs[r]->storage == params[p]->storage) params[p]->donated.store(true, std::memory_order_release);
-  }
-  // Recorded before completing, so a reader woken by the completion can always forget it.
-  device_executor().record_error(exec.get(), err);
-  exec->complete(err);
-}
-
 }  // namespace
 
 SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
@@ -519,46 +383,38 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     count_executed_nodes(po);
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
-    if (cfg.capture) {
-      ProgramCapture& c = *cfg.capture;
-      c.hash = res.hash;
-      c.exe = exe;
-      c.params = po.params;
-      c.roots = roots.tensors;
-      c.donations = donations;
-      for (const ir::Value& v : roots.values) c.root_types.emplace_back(v.dtype(), v.shape());
-    }
-    NodeOrigins origins;
+    CompiledProgram program{res.hash, exe, {}, {}};
+    program.root_types.reserve(roots.values.size());
+    for (const ir::Value& v : roots.values) program.root_types.emplace_back(v.dtype(), v.shape());
     for (size_t i = 0; i < po.nodes.size(); ++i) {
-      if (po.nodes[i]->origin) origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
+      if (po.nodes[i]->origin) program.origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
     }
-    if (cfg.capture) cfg.capture->origins = origins;
+    if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
     if (cfg.compile_only) {
       res.tensors = roots.tensors;
       return res;
     }
-
-    exec = std::make_shared<Execution>();
-    res.outputs.reserve(roots.values.size());
-    for (const ir::Value& v : roots.values) {
-      res.outputs.push_back(std::make_shared<DeviceBuffer>(v.dtype(), v.shape(), exec));
-    }
-    std::vector<SlotPtr> restore;
-    if (cfg.sync_data) {
+    // Each stored root takes its placeholder now (if its IR is still what this sync computes);
+    // what it held before comes back if the program fails to compute it.
+    auto bind = [&](const std::vector<BufferPtr>& outputs) {
+      std::vector<SlotPtr> restore;
+      if (!cfg.sync_data) return restore;
       restore.resize(roots.values.size());
       for (size_t i = 0; i < roots.values.size(); ++i) {
         if (!roots.store[i]) continue;
         restore[i] = roots.held.empty()
-                         ? roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i])
-                         : roots.tensors[i]->assign_buffer_if_current(roots.values[i], res.outputs[i],
+                         ? roots.tensors[i]->assign_buffer_if_current(roots.values[i], outputs[i])
+                         : roots.tensors[i]->assign_buffer_if_current(roots.values[i], outputs[i],
                                                                       roots.held[i]);
       }
-    }
+      return restore;
+    };
+    ScheduledRun run = run_compiled(program, po.params, std::move(donations), bind);
     roots.held.clear();  // recording on these tensors may go on
+    exec = std::move(run.exec);
+    res.outputs = std::move(run.outputs);
     res.ran = true;
     res.tensors = roots.tensors;
-    schedule_program(exe, res.hash, po.params, res.outputs, std::move(donations), exec, std::move(restore),
-                     std::move(origins));
     internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
   }
   if (cfg.wait || config().sync_wait) {
@@ -573,31 +429,6 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
 }
 
 std::unique_lock<std::mutex> lock_executor() { return std::unique_lock<std::mutex>(executor_mutex()); }
-
-void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
-                      const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
-                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec,
-                      std::vector<SlotPtr> restore, NodeOrigins origins) {
-  std::vector<SlotPtr> param_slots;
-  param_slots.reserve(params.size());
-  for (const BufferPtr& b : params) param_slots.push_back(b->slot());
-  std::vector<SlotPtr> output_slots;
-  std::vector<std::pair<DType, Shape>> root_types;
-  output_slots.reserve(outputs.size());
-  root_types.reserve(outputs.size());
-  for (const BufferPtr& b : outputs) {
-    output_slots.push_back(b->slot());
-    root_types.emplace_back(b->dtype(), b->shape());
-  }
-  // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
-  // change the use counts that donation decisions read.
-  device_executor().schedule(
-      exec, [exe, hash, params = std::move(param_slots), outputs = std::move(output_slots),
-             root_types = std::move(root_types), donations = std::move(donations),
-             restore = std::move(restore), origins = std::move(origins), exec] {
-        run_program(exe, hash, params, outputs, root_types, donations, restore, origins, exec);
-      });
-}
 
 void wait_all_executions() {
   device_executor().wait_all();

@@ -28,24 +28,19 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "exec/compiled_program.h"
 #include "exec/cut_reason.h"
 #include "tensor/lazy_tensor.h"
 
 namespace lz {
 
-// Post-order index -> origin of the graph's nodes that have one (index ops: ir/origin.h), so a
-// run-time error names what the user called and where.
-using NodeOrigins = std::vector<std::pair<int, ir::Origin>>;
-
-// What a sync tells a capture (exec/capture.cpp) about the program it scheduled.
+// What a sync tells a capture (exec/capture.cpp) or a warm program (exec/warm_program.h) about the
+// program it found or compiled.
 struct ProgramCapture {
-  Hash128 hash;
-  std::shared_ptr<Executable> exe;
+  CompiledProgram program;
   std::vector<BufferPtr> params;                        // parameter buffers, in slot order
   std::vector<internal::TensorImplPtr> roots;           // the roots' tensors, in output order
-  std::vector<std::pair<DType, Shape>> root_types;
   std::vector<std::pair<int, int>> donations;           // (parameter, root)
-  NodeOrigins origins;
 };
 
 struct SyncConfig {
@@ -124,18 +119,10 @@ struct SyncResult {
 SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
                               const SyncConfig& cfg);
 
-// Replays (exec/capture.cpp) schedule a program themselves, holding the executor lock while they
-// read and replace tensor buffers, so no sync interleaves.
+// Replays (exec/capture.cpp, exec/warm_program.h) schedule a program themselves through
+// run_compiled, holding the executor lock while they read and replace tensor buffers, so no sync
+// interleaves.
 std::unique_lock<std::mutex> lock_executor();
-// Schedules one run of `exe` (the caller holds lock_executor()). `outputs` are placeholders made
-// with `exec` as producer; a donated pair (parameter, output) reuses the parameter's memory.
-// restore[j] (optional, per output): the data output j's tensor held before; if the program fails
-// to compute output j, the output takes that value instead of the error. Outputs the failure did
-// not reach get their values; only the others are poisoned.
-void schedule_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
-                      const std::vector<BufferPtr>& params, const std::vector<BufferPtr>& outputs,
-                      std::vector<std::pair<int, int>> donations, const std::shared_ptr<Execution>& exec,
-                      std::vector<SlotPtr> restore = {}, NodeOrigins origins = {});
 
 // Waits for every scheduled program; rethrows a pending asynchronous error.
 void wait_all_executions();

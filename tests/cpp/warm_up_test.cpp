@@ -37,7 +37,7 @@ TEST_F(WarmUp, CompileOnlyCompilesRunsNothingAndKeepsTheIr) {
   SyncResult r = sync_tensors_graph({y.impl()}, cfg);
   EXPECT_FALSE(r.ran);
   EXPECT_EQ(counter("UncachedCompile"), compiles + 1);
-  EXPECT_NE(cap.exe, nullptr);
+  EXPECT_NE(cap.program.exe, nullptr);
   EXPECT_EQ(debug::tensor_state(y), "ir");   // nothing ran: y is still pending
   wait();
   auto ran = debug::metric_data("ExecuteTime");

@@ -1,0 +1,54 @@
+// The one run-compiled path (DESIGN.md 4, step 5): a compiled program and the function that
+// schedules one run of it on given parameter buffers. The graph executor (after a lookup or a
+// compile), capture replay and front ends replaying a warm program (exec/warm_program.h) all
+// schedule through run_compiled, so placeholders, restore-on-failure and origins behave the same
+// whoever runs the program.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/hash.h"
+#include "ir/origin.h"
+
+namespace lz {
+
+// Post-order index -> origin of the graph's nodes that have one (index ops: ir/origin.h), so a
+// run-time error names what the user called and where.
+using NodeOrigins = std::vector<std::pair<int, ir::Origin>>;
+
+// What running a compiled program needs besides its parameters. Holding one keeps the executable
+// alive: a compile-cache eviction never affects it.
+struct CompiledProgram {
+  Hash128 hash;
+  std::shared_ptr<Executable> exe;
+  std::vector<std::pair<DType, Shape>> root_types;  // per output, in root order
+  NodeOrigins origins;
+};
+
+struct ScheduledRun {
+  std::shared_ptr<Execution> exec;  // the run; its outputs' producer
+  std::vector<BufferPtr> outputs;   // placeholders, one per root, filled when the run finishes
+};
+
+// Called with the output placeholders before the run is scheduled, so the caller can hand them
+// to tensors; returns, per output, the data its tensor held before (or null): if the program
+// fails to compute an output, that output takes its old value back instead of the error.
+using BindOutputs = std::function<std::vector<SlotPtr>(const std::vector<BufferPtr>& outputs)>;
+
+// Schedules one run of `program` on `params` (one buffer per parameter slot) on the device's
+// executor thread and returns at once. The caller holds lock_executor() (exec/graph_executor.h).
+// A donated pair (parameter, output) computes the output into the parameter's memory.
+ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<BufferPtr>& params,
+                          std::vector<std::pair<int, int>> donations = {},
+                          const BindOutputs& bind = {});
+
+// Logs a run that replayed a program without tracing, hashing or compiling (capture replay, a
+// warm program): in the cut log and, under LAZULI_DEBUG, the execution report with the user's
+// frames. `name`: the replayed function's or partition's name.
+void note_replay(const CompiledProgram& program, size_t inputs, const std::string& name);
+
+}  // namespace lz

@@ -1,0 +1,53 @@
+// A program compiled from one recording without running it (the warm-up route, DESIGN.md 4),
+// then run on new inputs of the same dtypes and shapes with no node made and nothing hashed: how
+// a front end replays a graph it traced once (the torch.compile bridge's partitions; the lazy
+// device will hold its own). Its parameters are the inputs' buffers and the constants the
+// recording uploaded; it holds its executable, so a compile-cache eviction never affects it.
+//
+// Made before the recording, over stand-in inputs (it notes their buffers, which a stand-in
+// updated in place no longer holds), compiled after it. Donated pairs (input, output) compute the
+// output into the input's own memory (an in-place update of the caller's tensor: no copy back),
+// as a step barrier's donation does; a failed run leaves such an input as it was (backend.h).
+//
+// Threading: compile and run take the executor lock (exec/graph_executor.h); one WarmProgram is
+// not to be used from two threads at once.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exec/graph_executor.h"
+#include "lazuli/tensor.h"
+
+namespace lz {
+
+class WarmProgram {
+ public:
+  // Every input must hold device data (ValueError otherwise).
+  WarmProgram(const std::vector<Tensor>& inputs, std::string name);
+
+  // Compiles the pending IR of `outputs` (recorded on the stand-in inputs) without running it.
+  // donate: (input, output) pairs whose output may be computed into the input's memory (kept
+  // only where the program reads the input and the types match). ValueError when compiled
+  // already, when nothing is pending, or when an output is not pending IR.
+  void compile(const std::vector<Tensor>& outputs,
+               const std::vector<std::pair<int, int>>& donate = {});
+
+  // Schedules one run on `inputs` (device data of the stand-ins' dtypes and shapes, ValueError
+  // otherwise) and returns the outputs at once, as device-data tensors filled when it finishes.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+
+  const Hash128& hash() const { return cap_.program.hash; }
+  size_t num_constants() const;  // parameters that are the recording's constants
+
+ private:
+  std::string name_;
+  ProgramCapture cap_;
+  std::vector<int> out_root_;     // output -> root of the program
+  std::vector<int> param_input_;  // parameter -> input index, -1 for a constant
+  std::vector<std::pair<DType, Shape>> input_types_;
+  std::vector<BufferPtr> input_buffers_;        // until compiled
+  std::vector<std::pair<int, int>> donations_;  // (parameter, root): computed into the input
+};
+
+}  // namespace lz
