@@ -205,5 +205,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     bool is_causal = false,
                                     std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false);
+// scaled_dot_product_attention without dropout, with the row-wise logsumexp of its scores
+// ([..., L], q's dtype; 0 on a row with every key masked), as ATen's flash attention kernels
+// return it for their backward. is_causal and attn_mask may both be given: both apply, as there.
+std::pair<Tensor, Tensor> scaled_dot_product_attention_with_logsumexp(
+    const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask = Tensor(),
+    bool is_causal = false, std::optional<double> scale = std::nullopt, bool enable_gqa = false);
+// The scores the attention's softmax reads, [..., L, S]: q @ k^T * scale, -inf where is_causal
+// hides a key or a bool attn_mask is false, plus a float attn_mask. Arguments and checks as
+// scaled_dot_product_attention_with_logsumexp's.
+Tensor scaled_dot_product_attention_scores(const Tensor& q, const Tensor& k,
+                                           const Tensor& attn_mask = Tensor(),
+                                           bool is_causal = false,
+                                           std::optional<double> scale = std::nullopt,
+                                           bool enable_gqa = false);
 
 }  // namespace lz::nn

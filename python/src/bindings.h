@@ -86,8 +86,10 @@ void bind_indexing(py::module_& m, py::class_<lz::Tensor>& cls);
 // The flat positions (int64) of a bool mask's true elements: reads the mask (a cut with reason
 // data-dependent-shape), waiting interruptibly (ops_bindings.cpp).
 lz::Tensor nonzero_flat(const lz::Tensor& mask);
-// cumsum/cumprod, scaled_dot_product_attention (into m._nn), keyed random draws (lm_bindings.cpp).
+// cumsum/cumprod, scaled_dot_product_attention (into m._nn) (lm_bindings.cpp).
 void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
+// The ATen lowering table, into m._aten (aten_bindings.cpp).
+void bind_aten(py::module_& m);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 

@@ -225,6 +225,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_nn_layers(m);  // into the _nn submodule bind_composites made
   lzpy::bind_lm_ops(m, tensor_cls);
   lzpy::bind_indexing(m, tensor_cls);
+  lzpy::bind_aten(m);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "exec/capture.h"
 #include "ops/frontend.h"
+#include "ops/keyed_random.h"
 #include "tensor/device.h"
 
 namespace lz {
@@ -281,3 +282,30 @@ void manual_seed(int64_t seed) {
 }
 
 }  // namespace lz
+
+namespace lz::internal {
+
+namespace {
+ir::Value key_value(const Tensor& key, const char* op) {
+  ir::Value k = frontend::value_of(key, op);
+  if (key.dtype() != DType::Int64 || key.dim() != 0) {
+    throw TypeError(std::string(op) + ": the key must be an int64 0-d tensor, got " +
+                    std::string(dtype_name(key.dtype())) + shape_str(key.shape()));
+  }
+  return k;
+}
+}  // namespace
+
+Tensor rand_from_key(const Tensor& key, const IntList& shape, DType dtype) {
+  if (!is_floating(dtype)) throw TypeError("rand_from_key: dtype must be floating");
+  ir::Value k = key_value(key, "rand_from_key");
+  check_shape("rand_from_key", shape, dtype);
+  return frontend::wrap(
+      frontend::node(ir::OpKind::RngUniform, {k}, ir::RandomAttrs{Shape(shape.begin(), shape.end()), dtype}));
+}
+
+Tensor rng_advance(const Tensor& key) {
+  return frontend::wrap(frontend::node(ir::OpKind::RngAdvance, {key_value(key, "rng_advance")}));
+}
+
+}  // namespace lz::internal

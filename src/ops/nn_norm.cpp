@@ -9,6 +9,7 @@
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
 #include "ops/frontend.h"
+#include "ops/nn_norm.h"
 
 namespace lz::nn {
 namespace {
@@ -63,12 +64,7 @@ Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, int64_t rank) 
 
 Tensor layer_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  IntList dims = trailing_dims("layer_norm", x, normalized_shape, weight, bias);
-  Tensor centered = x - mean(x, dims, true);
-  Tensor y = centered * rsqrt(mean(centered * centered, dims, true) + eps);
-  if (weight.defined()) y = y * weight;
-  if (bias.defined()) y = y + bias;
-  return y;
+  return internal::layer_norm_with_stats(x, normalized_shape, weight, bias, eps).out;
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
@@ -156,3 +152,19 @@ Tensor rms_norm(const Tensor& x, const IntList& normalized_shape, const Tensor& 
 }
 
 }  // namespace lz::nn
+
+namespace lz::internal {
+
+LayerNormStats layer_norm_with_stats(const Tensor& x, const IntList& normalized_shape,
+                                     const Tensor& weight, const Tensor& bias, double eps) {
+  IntList dims = nn::trailing_dims("layer_norm", x, normalized_shape, weight, bias);
+  Tensor m = mean(x, dims, true);
+  Tensor centered = x - m;
+  Tensor rstd = rsqrt(mean(centered * centered, dims, true) + eps);
+  Tensor y = centered * rstd;
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return {y, m, rstd};
+}
+
+}  // namespace lz::internal

@@ -1,0 +1,178 @@
+// lazuli._C._aten: the one binding of the ATen lowering table (src/aten/table.h) for Python front
+// ends. It converts Python values to the table's neutral form and back; which values mean what
+// (a torch dtype, a FakeTensor) is the caller's business (python/lazuli/torch/_aten.py).
+//
+// Python -> Arg: None, bool, int, float, str, lz.Tensor, lz dtype, TensorMeta (a tensor known by
+// its type), Foreign (a device, layout, memory format or a dtype Lazuli lacks), and lists or
+// tuples of those. Arg -> Python: a result is a Tensor, a number, None, or a tuple of those.
+#include "aten/table.h"
+#include "bindings.h"
+#include "ir/origin.h"
+
+namespace lzpy {
+namespace {
+
+using lz::aten::Arg;
+
+struct Foreign {
+  Arg::Kind kind;
+  std::string text;
+};
+
+Arg::Kind foreign_kind(const std::string& kind) {
+  if (kind == "dtype") return Arg::Kind::ForeignDType;
+  if (kind == "device") return Arg::Kind::Device;
+  if (kind == "layout") return Arg::Kind::Layout;
+  if (kind == "memory_format") return Arg::Kind::MemoryFormat;
+  throw py::value_error(
+      "_aten.Foreign: kind must be dtype, device, layout or memory_format, not '" + kind + "'");
+}
+
+Arg to_arg(py::handle h) {
+  if (h.is_none()) return Arg();
+  if (py::isinstance<lz::Tensor>(h)) return Arg(h.cast<lz::Tensor>());
+  if (PyBool_Check(h.ptr())) return Arg(h.ptr() == Py_True);
+  if (PyLong_Check(h.ptr())) return Arg(h.cast<int64_t>());
+  if (PyFloat_Check(h.ptr())) return Arg(PyFloat_AS_DOUBLE(h.ptr()));
+  if (PyUnicode_Check(h.ptr())) return Arg(h.cast<std::string>());
+  if (py::isinstance<lz::DType>(h)) return Arg(h.cast<lz::DType>());
+  if (py::isinstance<lz::aten::TensorMeta>(h)) return Arg(h.cast<lz::aten::TensorMeta>());
+  if (py::isinstance<Foreign>(h)) {
+    const Foreign& f = h.cast<const Foreign&>();
+    return Arg::of_kind(f.kind, f.text);
+  }
+  if (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) {
+    std::vector<Arg> items;
+    items.reserve(py::len(h));
+    for (py::handle item : h) items.push_back(to_arg(item));
+    return Arg(std::move(items));
+  }
+  throw py::type_error("_aten: cannot pass a " + type_name(h) + " to the ATen table");
+}
+
+lz::aten::Args to_args(const py::sequence& args) {
+  lz::aten::Args out;
+  out.reserve(args.size());
+  for (py::handle h : args) out.push_back(to_arg(h));
+  return out;
+}
+
+py::object to_python(const Arg& a) {
+  switch (a.kind()) {
+    case Arg::Kind::None:
+      return py::none();
+    case Arg::Kind::Bool:
+      return py::bool_(a.to_bool());
+    case Arg::Kind::Int:
+      return py::int_(a.to_int());
+    case Arg::Kind::Double:
+      return py::float_(a.to_double());
+    case Arg::Kind::Tensor:
+      return py::cast(a.tensor());
+    case Arg::Kind::List: {
+      py::tuple t(a.list().size());
+      for (size_t i = 0; i < a.list().size(); ++i) t[i] = to_python(a.list()[i]);
+      return t;
+    }
+    default:
+      throw py::type_error("_aten: an entry returned a " +
+                           std::string(lz::aten::kind_name(a.kind())));
+  }
+}
+
+std::vector<py::object> dtype_list(const lz::aten::DTypeSet& set) {
+  std::vector<py::object> out;
+  for (lz::DType t : set.list()) out.push_back(py::cast(t));
+  return out;
+}
+
+// Records the entry on `args`; `user_op` names the op run-time errors report (ir/origin.h).
+py::object lower(const lz::aten::Entry& e, const py::sequence& args,
+                 const py::object& result_dtypes, lz::aten::Call* call,
+                 const std::string& user_op) {
+  lz::aten::Args converted = to_args(args);
+  std::vector<std::optional<lz::DType>> dtypes;
+  if (!result_dtypes.is_none()) {
+    for (py::handle h : result_dtypes) {
+      dtypes.push_back(h.is_none() ? std::nullopt : std::optional<lz::DType>(h.cast<lz::DType>()));
+    }
+  }
+  lz::aten::Call device_rng;
+  if (call == nullptr) call = &device_rng;
+  bool outer = user_op.empty() ? false : lz::ir::enter_user_op(user_op);
+  Arg out;
+  try {
+    out = lz::aten::lower(e, converted, *call, result_dtypes.is_none() ? nullptr : &dtypes);
+  } catch (...) {
+    if (!user_op.empty()) lz::ir::exit_user_op(outer);
+    throw;
+  }
+  if (!user_op.empty()) lz::ir::exit_user_op(outer);
+  return to_python(out);
+}
+
+}  // namespace
+
+void bind_aten(py::module_& m) {
+  py::module_ a = m.def_submodule("_aten", "The ATen lowering table (src/aten/table.h).");
+  py::class_<lz::aten::TensorMeta>(a, "TensorMeta")
+      .def(py::init([](const py::object& dtype, const std::vector<int64_t>& shape,
+                       const std::string& unsupported) {
+             lz::aten::TensorMeta m;
+             if (!dtype.is_none()) m.dtype = dtype.cast<lz::DType>();
+             m.shape = shape;
+             m.unsupported = unsupported;
+             return m;
+           }),
+           py::arg("dtype"), py::arg("shape"), py::arg("unsupported") = "",
+           "A tensor known only by its type: dtype None (a dtype Lazuli lacks) needs "
+           "`unsupported`.");
+  py::class_<Foreign>(a, "Foreign")
+      .def(py::init([](const std::string& kind, const std::string& text) {
+             return Foreign{foreign_kind(kind), text};
+           }),
+           py::arg("kind"), py::arg("text"),
+           "A value the table names but does not model: kind 'dtype' (one Lazuli lacks), "
+           "'device', 'layout' or 'memory_format', with torch's spelling.");
+  py::class_<lz::aten::Call>(a, "Call").def(
+      py::init([](const lz::Tensor& key) { return lz::aten::Call(key); }), py::arg("key"),
+      "Random draws of the entries lowered with this Call come from `key` (an int64 0-d "
+      "tensor), advanced once per draw inside the program.");
+  py::class_<lz::aten::Entry>(a, "Entry")
+      .def_property_readonly("name", [](const lz::aten::Entry& e) { return e.name; })
+      .def_property_readonly("dtypes",
+                             [](const lz::aten::Entry& e) { return dtype_list(e.dtypes); })
+      .def_property_readonly("note", [](const lz::aten::Entry& e) { return e.note; })
+      .def_property_readonly("random",
+                             [](const lz::aten::Entry& e) { return e.has(lz::aten::kRandom); })
+      .def_property_readonly("view",
+                             [](const lz::aten::Entry& e) { return e.has(lz::aten::kView); })
+      .def_property_readonly("mutates",
+                             [](const lz::aten::Entry& e) { return e.has(lz::aten::kMutates); })
+      .def(
+          "why_not",
+          [](const lz::aten::Entry& e, const py::sequence& args) {
+            return lz::aten::why_not(e, to_args(args));
+          },
+          py::arg("args"),
+          "None when the entry applies to `args` (schema order, defaults filled), else why not.")
+      .def("lower", &lower, py::arg("args"), py::arg("result_dtypes") = py::none(),
+           py::arg("call") = nullptr, py::arg("user_op") = "",
+           "Records the entry on `args` (Lazuli tensors in tensor positions) and returns its "
+           "result. result_dtypes: eager's dtype per tensor result, when known. call: a Call "
+           "whose key the random draws come from (else the device's RNG). user_op: the name "
+           "run-time errors of the recorded ops report.")
+      .def("__repr__",
+           [](const lz::aten::Entry& e) { return "<ATen table entry " + e.name + ">"; });
+  a.def("find", &lz::aten::find, py::arg("name"), py::return_value_policy::reference,
+        "The entry for an overload (\"aten.add.Tensor\"), or None.");
+  a.def("entries", &lz::aten::entries, py::return_value_policy::reference,
+        "Every entry, sorted by name.");
+  a.def("extra_decompositions", &lz::aten::extra_decompositions);
+  a.def("kept_whole", &lz::aten::kept_whole);
+  a.def("raises_index_error", &lz::aten::raises_index_error, py::arg("overload"),
+        "Whether eager raises IndexError where `overload` (\"aten.embedding.default\") meets an "
+        "index out of range.");
+}
+
+}  // namespace lzpy

@@ -1,0 +1,204 @@
+// Table entries: reductions, softmax, normalization and matrix products (aten/table.h).
+//
+// ATen's reductions take `dim` as None, an int or a list, where an empty list means every dim
+// (sum, amax); a 0-d tensor accepts dim 0 or -1. reduce_dims() maps all of these onto Lazuli's
+// (an empty list = every dim).
+#include "aten/entries.h"
+#include "lazuli/nn.h"
+#include "ops/nn_norm.h"
+
+namespace lz::aten {
+namespace {
+
+Tensor with_dtype(const Arg& x, const Arg& dtype) {
+  const Tensor& t = x.tensor();
+  return dtype.is_none() ? t : cast(Operand(t), dtype.dtype()).tensor();
+}
+
+// sum and prod with a dtype argument give that dtype: Lazuli's sum an int32 input in int64, and
+// the cast back wraps as eager's int32 accumulation does.
+Tensor in_dtype(const Tensor& result, const Arg& dtype) {
+  return dtype.is_none() || result.dtype() == dtype.dtype() ? result : result.to(dtype.dtype());
+}
+
+template <Tensor (*F)(const Tensor&, const IntList&, bool)>
+Arg reduce_to(const Args& a, Call&) {  // (self, *, dtype)
+  return in_dtype(F(with_dtype(a[0], a[1]), {}, false), a[1]);
+}
+
+template <Tensor (*F)(const Tensor&, const IntList&, bool)>
+Arg reduce_dims_to(const Args& a, Call&) {  // (self, dim, keepdim, *, dtype)
+  const Tensor& x = a[0].tensor();
+  return in_dtype(F(with_dtype(a[0], a[3]), reduce_dims(a[1], x.dim()), a[2].to_bool()), a[3]);
+}
+
+std::optional<std::string> dtype_when(const Arg& dtype) { return dtype_arg_refused(dtype); }
+
+// mean takes a floating input or dtype.
+std::optional<std::string> mean_when(const Arg& x, const Arg& dtype) {
+  if (auto r = dtype_arg_refused(dtype)) return r;
+  DType dt = dtype.is_none() ? dtype_of(x) : dtype.dtype();
+  if (!is_floating(dt)) return "mean in " + std::string(dtype_name(dt));
+  return std::nullopt;
+}
+
+std::optional<std::string> var_when(const Args& a) {
+  const Arg& correction = a[2];
+  if (!correction.is_none() && correction.kind() == Arg::Kind::Double &&
+      correction.to_double() != static_cast<double>(static_cast<int64_t>(correction.to_double()))) {
+    return "a fractional correction (" + correction.describe() + ")";
+  }
+  return std::nullopt;
+}
+
+Tensor var_of(const Args& a) {
+  const Tensor& x = a[0].tensor();
+  int64_t c = a[2].is_none() ? 1 : static_cast<int64_t>(a[2].to_double());
+  return var(x, reduce_dims(a[1], x.dim()), c, a[3].to_bool());
+}
+
+// max.dim / min.dim: (values, indices); a 0-d input is its own value at index 0.
+template <std::pair<Tensor, Tensor> (*F)(const Tensor&, int64_t, bool)>
+Arg extreme_dim(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  if (x.dim() == 0) return std::vector<Arg>{add(x, 0), zeros({}, DType::Int64)};
+  auto [values, indices] = F(x, a[1].to_int(), a[2].to_bool());
+  return std::vector<Arg>{values, indices};
+}
+
+template <Tensor (*F)(const Tensor&, std::optional<int64_t>, bool)>
+Arg arg_extreme(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  bool keepdim = a[2].to_bool();
+  if (x.dim() == 0) return zeros({}, DType::Int64);
+  if (a[1].is_none() && keepdim) {
+    return F(reshape(x, {-1}), 0, false).reshape(IntList(static_cast<size_t>(x.dim()), 1));
+  }
+  return F(x, a[1].is_none() ? std::nullopt : std::optional<int64_t>(a[1].to_int()), keepdim);
+}
+
+template <Tensor (*F)(const Tensor&, const IntList&, bool)>
+Arg reduce(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  return F(x, reduce_dims(a[1], x.dim()), a[2].to_bool());
+}
+
+// all.dims / any.dims: dim None is every dim, but an empty list is none (a bool copy).
+template <Tensor (*F)(const Tensor&, const IntList&, bool)>
+Arg reduce_listed_dims(const Args& a, Call& call) {
+  if (a[1].is_list() && a[1].list().empty()) return ne(a[0].tensor(), 0);
+  return reduce<F>(a, call);
+}
+
+std::optional<std::string> softmax_when(const Args& a) {
+  if (a[2].to_bool()) return "half_to_float";
+  return std::nullopt;
+}
+
+Arg native_layer_norm(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  IntList shape = a[1].ints();
+  Tensor weight = a[2].is_none() ? Tensor() : a[2].tensor();
+  Tensor bias = a[3].is_none() ? Tensor() : a[3].tensor();
+  double eps = a[4].to_double();
+  if (shape.empty()) {  // normalizing over no dims: each element is its own mean
+    Tensor mean = add(x, 0.0);
+    Tensor rstd = rsqrt(add(mul(sub(x, mean), 0.0), eps));
+    Tensor out = mul(sub(x, mean), rstd);
+    if (weight.defined()) out = mul(out, weight);
+    if (bias.defined()) out = add(out, bias);
+    return std::vector<Arg>{out, mean, rstd};
+  }
+  internal::LayerNormStats s = internal::layer_norm_with_stats(x, shape, weight, bias, eps);
+  return std::vector<Arg>{s.out, s.mean, s.rstd};
+}
+
+// addmm / baddbmm: beta * bias + alpha * (a @ b); beta == 0 ignores the bias (NaN included).
+Arg addmm(const Args& a, Call&) {
+  const Tensor& bias = a[0].tensor();
+  Tensor p = matmul(a[1].tensor(), a[2].tensor());
+  const Arg& beta = a[3];
+  const Arg& alpha = a[4];
+  Shape shape = broadcast_shapes(p.shape(), bias.shape(), "addmm");
+  // A zero factor drops its term whatever it holds (NaN included), as eager's BLAS call does.
+  if (alpha.to_double() == 0.0) {
+    if (beta.to_double() == 0.0) return zeros(shape, p.dtype());
+    return broadcast_to(beta.to_double() == 1.0 ? bias.clone() : mul(bias, operand(beta)), shape);
+  }
+  if (alpha.to_double() != 1.0) p = mul(p, operand(alpha));
+  if (beta.to_double() == 0.0) return broadcast_to(p, shape);
+  return add(p, beta.to_double() == 1.0 ? Operand(bias) : Operand(mul(bias, operand(beta))));
+}
+
+Arg matmul_entry(const Args& a, Call&) { return matmul(a[0].tensor(), a[1].tensor()); }
+
+}  // namespace
+
+void add_reductions(TableBuilder& b) {
+  const char* in_int64 = "bool and integers sum in int64";
+  b.add({"aten.sum.default"}, kAll, reduce_to<sum>,
+        {.when = [](const Args& a) { return dtype_when(a[1]); }, .note = in_int64});
+  b.add({"aten.sum.dim_IntList"}, kAll, reduce_dims_to<sum>,
+        {.when = [](const Args& a) { return dtype_when(a[3]); }, .note = in_int64});
+  b.add(
+      {"aten.mean.default"}, kAll, reduce_to<mean>,
+      {.when = [](const Args& a) { return mean_when(a[0], a[1]); }, .note = "float result dtype"});
+  b.add(
+      {"aten.mean.dim"}, kAll, reduce_dims_to<mean>,
+      {.when = [](const Args& a) { return mean_when(a[0], a[3]); }, .note = "float result dtype"});
+  b.add({"aten.prod.default"}, kAll, reduce_to<prod>,
+        {.when = [](const Args& a) { return dtype_when(a[1]); }});
+  b.add({"aten.prod.dim_int"}, kAll, reduce_dims_to<prod>,
+        {.when = [](const Args& a) { return dtype_when(a[3]); }});
+  b.add({"aten.amax.default"}, kAll, reduce<amax>, {.note = "NaN propagates"});
+  b.add({"aten.amin.default"}, kAll, reduce<amin>, {.note = "NaN propagates"});
+  b.add({"aten.max.default"}, kAll, [](const Args& a, Call&) -> Arg { return amax(a[0].tensor()); },
+        {.note = "NaN propagates"});
+  b.add({"aten.min.default"}, kAll, [](const Args& a, Call&) -> Arg { return amin(a[0].tensor()); },
+        {.note = "NaN propagates"});
+  b.add({"aten.max.dim"}, kAll, extreme_dim<max>,
+        {.note = "(values, indices); the first index of the maximum"});
+  b.add({"aten.min.dim"}, kAll, extreme_dim<min>,
+        {.note = "(values, indices); the first index of the minimum"});
+  b.add({"aten.argmax.default"}, kNumbers, arg_extreme<argmax>,
+        {.note = "the first index of the maximum"});
+  b.add({"aten.argmin.default"}, kNumbers, arg_extreme<argmin>,
+        {.note = "the first index of the minimum"});
+  b.add({"aten.var.correction"}, kFloats, [](const Args& a, Call&) -> Arg { return var_of(a); },
+        {.when = var_when, .note = "integer corrections"});
+  b.add({"aten.var_mean.correction"}, kFloats,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return std::vector<Arg>{var_of(a), mean(x, reduce_dims(a[1], x.dim()), a[3].to_bool())};
+        },
+        {.when = var_when, .note = "integer corrections"});
+  b.add({"aten.all.default"}, kAll, [](const Args& a, Call&) -> Arg { return all(a[0].tensor()); });
+  b.add({"aten.all.dim"}, kAll, reduce<all>);
+  b.add({"aten.all.dims"}, kAll, reduce_listed_dims<all>);
+  b.add({"aten.any.default"}, kAll, [](const Args& a, Call&) -> Arg { return any(a[0].tensor()); });
+  b.add({"aten.any.dim"}, kAll, reduce<any>);
+  b.add({"aten.any.dims"}, kAll, reduce_listed_dims<any>);
+
+  b.add({"aten._softmax.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return nn::softmax(a[0].tensor(), a[1].to_int()); },
+        {.when = softmax_when, .note = "exp(x - max) / sum (lz::nn::softmax)"});
+  b.add({"aten._log_softmax.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return nn::log_softmax(a[0].tensor(), a[1].to_int()); },
+        {.when = softmax_when, .note = "(x - max) - log(sum(exp(x - max))) (lz::nn::log_softmax)"});
+  b.add({"aten.logsumexp.default"}, kFloats, reduce<logsumexp>,
+        {.note = "max + log(sum(exp(x - max))); all -inf gives -inf"});
+  b.add({"aten.native_layer_norm.default"}, kFloats, native_layer_norm,
+        {.note = "(out, mean, rstd); biased variance (lz::nn::layer_norm)"});
+
+  b.add({"aten.mm.default", "aten.bmm.default"}, kNumbers, matmul_entry,
+        {.flags = kBFloat16Native});
+  b.add({"aten.addmm.default"}, kNumbers, addmm,
+        {.note = "beta == 0 ignores the bias (NaN included), as eager", .flags = kBFloat16Native});
+  b.add({"aten.baddbmm.default"}, kNumbers, addmm,
+        {.note = "beta == 0 ignores the input (NaN included), as eager", .flags = kBFloat16Native});
+  b.add({"aten.dot.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return sum(mul(a[0].tensor(), a[1].tensor())); });
+  b.add({"aten.mv.default"}, kFloats, matmul_entry);
+}
+
+}  // namespace lz::aten

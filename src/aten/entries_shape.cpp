@@ -1,0 +1,379 @@
+// Table entries: views, joins, creation, copies (aten/table.h).
+//
+// Functionalized graphs (aot_autograd, make_fx of a functionalized function) have no in-place or
+// out= variants but copy_ of an updated input; views stay as view ops (view, permute, slice...)
+// and become Lazuli's views or reshapes, which record no data movement until something reads them.
+#include <algorithm>
+
+#include "aten/entries.h"
+#include "lazuli/nn.h"
+
+namespace lz::aten {
+namespace {
+
+// A number argument converted to `dtype` (2.7 into int64 is 2), as full() takes it.
+Scalar scalar_as(const Arg& value, DType dtype) { return cast(operand(value), dtype).scalar(); }
+
+// A tensor converted to `dtype` (itself when it has it).
+Tensor tensor_as(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : x.to(dtype); }
+
+// ---- creation -----------------------------------------------------------------------------------
+
+// The conditions shared by the creation ops and _to_copy: a Lazuli dtype, strided, on a device
+// Lazuli computes for, not pinned. `at` is the position of dtype; layout, device and pin_memory
+// follow it in every one of their schemas.
+std::optional<std::string> factory_refused(const Args& a, size_t at) {
+  if (std::optional<std::string> r = dtype_arg_refused(a[at])) return r;
+  const Arg& layout = a[at + 1];
+  if (!layout.is_none() && layout.text() != "torch.strided") return "layout " + layout.text();
+  const Arg& device = a[at + 2];
+  if (!device.is_none()) {
+    const std::string& name = device.text();  // "cpu", "meta", "lazuli:0", "cuda:1"
+    std::string type = name.substr(0, name.find(':'));
+    if (type != "cpu" && type != "meta" && type != "lazuli") return "device " + name;
+  }
+  const Arg& pin = a[at + 3];
+  if (!pin.is_none() && pin.to_bool()) return "pin_memory";
+  return std::nullopt;
+}
+
+Condition factory_when(size_t at) {
+  return [at](const Args& a) { return factory_refused(a, at); };
+}
+
+// full's dtype when none is given: the fill value's kind decides, as in eager.
+DType fill_dtype(const Arg& value, const Arg& dtype) {
+  if (!dtype.is_none()) return dtype.dtype();
+  if (value.kind() == Arg::Kind::Bool) return DType::Bool;
+  if (value.kind() == Arg::Kind::Int) return DType::Int64;
+  return default_float_dtype();
+}
+
+Arg full_entry(const Args& a, Call&) {
+  DType dt = fill_dtype(a[1], a[2]);
+  return full(a[0].ints(), scalar_as(a[1], dt), dt);
+}
+
+Arg full_like_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  DType dt = dtype_or(a[2], x.dtype());
+  return full(x.shape(), scalar_as(a[1], dt), dt);
+}
+
+// arange's dtype: the one given, else int64 when every bound is an integer (a bool counts as
+// one, as in Python), else the default float dtype. `n` bounds start at position 0.
+DType arange_dtype(const Args& a, size_t n) {
+  const Arg& dtype = a[n];
+  if (!dtype.is_none()) return dtype.dtype();
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i].kind() == Arg::Kind::Double) return default_float_dtype();
+  }
+  return DType::Int64;
+}
+
+Condition arange_when(size_t n) {
+  return [n](const Args& a) -> std::optional<std::string> {
+    if (std::optional<std::string> r = factory_refused(a, n)) return r;
+    if (arange_dtype(a, n) == DType::Bool) return "bool arange";
+    return std::nullopt;
+  };
+}
+
+// ---- views and reshapes -------------------------------------------------------------------------
+
+// A view's shape with its -1 resolved (0 where the other sizes multiply to 0, as eager allows
+// for an empty tensor, where a reshape's -1 would be ambiguous).
+IntList resolve_shape(const Tensor& x, IntList shape) {
+  auto minus = std::find(shape.begin(), shape.end(), -1);
+  if (minus == shape.end()) return shape;
+  int64_t known = 1;
+  for (int64_t s : shape) {
+    if (s != -1) known *= s;
+  }
+  *minus = known ? x.numel() / known : 0;
+  return shape;
+}
+
+Arg view_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  return reshape(x, resolve_shape(x, a[1].ints()));
+}
+
+Arg expand_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  IntList size = a[1].ints();
+  int64_t lead = static_cast<int64_t>(size.size()) - x.dim();
+  for (int64_t i = std::max<int64_t>(lead, 0); i < static_cast<int64_t>(size.size()); ++i) {
+    if (size[i] == -1) size[i] = x.shape()[i - lead];
+  }
+  return broadcast_to(x, size);
+}
+
+// x's shape without the dims of size 1 among `dims` (negative ones count from the end).
+IntList squeezed(const Tensor& x, const IntList& dims) {
+  IntList out;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    bool named =
+        std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return wrap(d, x.dim()) == i; });
+    if (!(named && x.shape()[i] == 1)) out.push_back(x.shape()[i]);
+  }
+  return out;
+}
+
+// ---- copies -------------------------------------------------------------------------------------
+
+std::optional<std::string> to_copy_when(const Args& a) { return factory_refused(a, 1); }
+
+Arg to_copy_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  // to() of x's own dtype may give x itself; the op makes a copy.
+  if (a[1].is_none() || a[1].dtype() == x.dtype()) return x.clone();
+  return x.to(a[1].dtype());
+}
+
+// src cast to x's dtype and broadcast to its shape.
+Tensor copied_from(const Tensor& x, const Tensor& src) {
+  return broadcast_to(tensor_as(src, x.dtype()), x.shape());
+}
+
+// ---- slices -------------------------------------------------------------------------------------
+
+struct Bounds {
+  int64_t start, end;
+};
+
+// Python's slice(start, end, step).indices(size) for a positive step, with end >= start.
+Bounds slice_bounds(const Tensor& x, int64_t dim, const Arg& start, const Arg& end) {
+  int64_t size = x.shape()[wrap(dim, x.dim())];
+  auto resolve = [size](const Arg& v, int64_t open) {
+    if (v.is_none()) return open;
+    int64_t i = v.to_int();
+    if (i < 0) i = std::max<int64_t>(i + size, 0);
+    return std::min(i, size);
+  };
+  int64_t s = resolve(start, 0), e = resolve(end, size);
+  return {s, std::max(s, e)};
+}
+
+Condition step_when(size_t at) {
+  return [at](const Args& a) -> std::optional<std::string> {
+    int64_t step = a[at].to_int();
+    if (step > 0) return std::nullopt;
+    return "step " + std::to_string(step);
+  };
+}
+
+Arg slice_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  int64_t dim = a[1].to_int();
+  Bounds b = slice_bounds(x, dim, a[2], a[3]);
+  return slice(x, dim, b.start, b.end, a[4].to_int());
+}
+
+int64_t select_index(const Tensor& x, int64_t dim, int64_t index) {
+  return index < 0 ? index + x.shape()[wrap(dim, x.dim())] : index;
+}
+
+Arg slice_scatter_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  int64_t dim = a[2].to_int();
+  Bounds b = slice_bounds(x, dim, a[3], a[4]);
+  Tensor out = x.clone();
+  Tensor part = out.slice(dim, b.start, b.end, a[5].to_int());
+  part.copy_(tensor_as(a[1].tensor(), x.dtype()));
+  return out;
+}
+
+Arg select_scatter_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  int64_t dim = a[2].to_int();
+  Tensor out = x.clone();
+  Tensor part = out.select(dim, select_index(x, dim, a[3].to_int()));
+  part.copy_(tensor_as(a[1].tensor(), x.dtype()));
+  return out;
+}
+
+// ---- joins --------------------------------------------------------------------------------------
+
+Arg cat_entry(const Args& a, Call&) {
+  std::vector<Tensor> ts = a[0].tensors();
+  // Eager promotes over every dimensioned tensor, legacy 1-D empty ones included, then leaves
+  // those out of the join (their shape need not match the others').
+  std::optional<DType> dt;
+  for (const Tensor& t : ts) {
+    if (t.dim() > 0) dt = dt ? promote_types(*dt, t.dtype()) : t.dtype();
+  }
+  if (!dt) dt = ts.at(0).dtype();
+  std::vector<Tensor> keep;
+  for (const Tensor& t : ts) {
+    if (!(t.dim() == 1 && t.shape()[0] == 0)) keep.push_back(tensor_as(t, *dt));
+  }
+  if (keep.empty()) return tensor_as(ts[0], *dt).clone();
+  if (keep.size() == 1) return keep[0].clone();
+  return cat(keep, wrap(a[1].to_int(), keep[0].dim()));
+}
+
+}  // namespace
+
+void add_shape(TableBuilder& b) {
+  // ---- views and reshapes
+  b.add({"aten.view.default", "aten.reshape.default"}, kAll, view_entry, {.flags = kView});
+  b.add({"aten._unsafe_view.default"}, kAll, view_entry);
+  b.add({"aten.t.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return x.dim() < 2 ? x : transpose(x, 0, 1);
+        },
+        {.flags = kView});
+  b.add({"aten.transpose.int"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return x.dim() < 2 ? x : transpose(x, a[1].to_int(), a[2].to_int());
+        },
+        {.flags = kView});
+  b.add({"aten.permute.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return x.dim() == 0 ? x : permute(x, a[1].ints());
+        },
+        {.flags = kView});
+  b.add({"aten.expand.default"}, kAll, expand_entry, {.flags = kView});
+  b.add({"aten.squeeze.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          IntList shape;
+          for (int64_t s : x.shape()) {
+            if (s != 1) shape.push_back(s);
+          }
+          return reshape(x, shape);
+        },
+        {.flags = kView});
+  b.add({"aten.squeeze.dim"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return reshape(x, squeezed(x, {a[1].to_int()}));
+        },
+        {.flags = kView});
+  b.add({"aten.squeeze.dims"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return reshape(x, squeezed(x, a[1].ints()));
+        },
+        {.flags = kView});
+  b.add({"aten.unsqueeze.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          int64_t dim = a[1].to_int();
+          return unsqueeze(x, dim < 0 ? dim + x.dim() + 1 : dim);
+        },
+        {.flags = kView});
+  b.add({"aten.alias.default"}, kAll, [](const Args& a, Call&) -> Arg { return a[0]; },
+        {.flags = kView});
+
+  // ---- copies
+  b.add({"aten.clone.default", "aten.lift_fresh_copy.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return a[0].tensor().clone(); });
+  b.add({"aten._to_copy.default"}, kAll, to_copy_entry,
+        {.when = to_copy_when, .note = "to a Lazuli dtype on the CPU; float to int truncates"});
+  b.add(
+      {"aten.copy.default"}, kAll,
+      [](const Args& a, Call&) -> Arg { return copied_from(a[0].tensor(), a[1].tensor()).clone(); },
+      {.note = "src cast to self's dtype and broadcast to its shape"});
+  // The bridge makes the updated value a program output donated into the input's memory.
+  b.add({"aten.copy_.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          Tensor x = a[0].tensor();
+          x.copy_(copied_from(x, a[1].tensor()));
+          return x;
+        },
+        {.note = "an input updated in place (aot_autograd's keep_inference_input_mutations): the "
+                 "partition writes its new value into the input's memory; joins a partition only "
+                 "where the whole graph lowers",
+         .flags = kMutates});
+
+  // ---- slices
+  b.add({"aten.slice.Tensor"}, kAll, slice_entry, {.when = step_when(4), .flags = kView});
+  b.add({"aten.select.int"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          int64_t dim = a[1].to_int();
+          return select(x, dim, select_index(x, dim, a[2].to_int()));
+        },
+        {.flags = kView});
+  b.add({"aten.slice_scatter.default"}, kAll, slice_scatter_entry, {.when = step_when(5)});
+  b.add({"aten.select_scatter.default"}, kAll, select_scatter_entry);
+
+  // ---- joins and splits
+  b.add({"aten.cat.default"}, kAll, cat_entry,
+        {.note = "dtypes promote; legacy 1-D empty tensors are skipped"});
+  b.add(
+      {"aten.split_with_sizes.default"}, kAll,
+      [](const Args& a, Call&) -> Arg { return split(a[0].tensor(), a[1].ints(), a[2].to_int()); },
+      {.flags = kView});
+  b.add({"aten.split.Tensor"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return split(a[0].tensor(), a[1].to_int(), a[2].to_int());
+        },
+        {.flags = kView});
+  b.add({"aten.repeat.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return repeat(a[0].tensor(), a[1].ints()); });
+  b.add({"aten.flip.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return flip(a[0].tensor(), a[1].ints()); });
+  b.add({"aten.constant_pad_nd.default"}, kAll, [](const Args& a, Call&) -> Arg {
+    return nn::pad(a[0].tensor(), a[1].ints(), "constant", a[2].scalar());
+  });
+
+  // ---- creation
+  b.add({"aten.full.default"}, kAll, full_entry, {.when = factory_when(2)});
+  b.add({"aten.full_like.default"}, kAll, full_like_entry, {.when = factory_when(2)});
+  b.add({"aten.empty.memory_format"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return zeros(a[0].ints(), dtype_or(a[1], default_float_dtype()));
+        },
+        {.when = factory_when(1), .note = "zero-filled"});
+  b.add({"aten.empty_permuted.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return zeros(a[0].ints(), dtype_or(a[2], default_float_dtype()));
+        },
+        {.when = factory_when(2), .note = "zero-filled"});
+  b.add({"aten.empty_like.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return zeros(x.shape(), dtype_or(a[1], x.dtype()));
+        },
+        {.when = factory_when(1), .note = "zero-filled"});
+  b.add({"aten.scalar_tensor.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          DType dt = dtype_or(a[1], default_float_dtype());
+          return full({}, scalar_as(a[0], dt), dt);
+        },
+        {.when = factory_when(1)});
+  b.add({"aten.arange.start_step"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return arange(a[0].scalar(), a[1].scalar(), a[2].scalar(), arange_dtype(a, 3));
+        },
+        {.when = arange_when(3)});
+  b.add({"aten.arange.start"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return arange(a[0].scalar(), a[1].scalar(), 1, arange_dtype(a, 2));
+        },
+        {.when = arange_when(2)});
+  b.add({"aten.arange.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return arange(0, a[0].scalar(), 1, arange_dtype(a, 1)); },
+        {.when = arange_when(1)});
+  b.add({"aten.fill.Scalar"}, kAll, [](const Args& a, Call&) -> Arg {
+    const Tensor& x = a[0].tensor();
+    return full(x.shape(), scalar_as(a[1], x.dtype()), x.dtype());
+  });
+  b.add({"aten.fill.Tensor"}, kAll, [](const Args& a, Call&) -> Arg {
+    const Tensor& x = a[0].tensor();
+    return copied_from(x, a[1].tensor()).clone();
+  });
+
+  b.add({"aten.sym_size.int"}, kAll, [](const Args& a, Call&) -> Arg {
+    const Shape& shape = a[0].tensor_shape();
+    return shape.at(static_cast<size_t>(wrap(a[1].to_int(), static_cast<int64_t>(shape.size()))));
+  });
+}
+
+}  // namespace lz::aten

@@ -1,0 +1,129 @@
+// Test rows of the ATen table's indexing entries (src/aten/entries_indexing.cpp): what eager
+// PyTorch 2.15 gives for each call (aten_rows.h says how rows run), and the reasons the entries'
+// conditions give.
+#include "aten_rows.h"
+
+namespace {
+
+using lz::kBool;
+using lz::kFloat32;
+using lz::kInt32;
+using lz::kInt64;
+using lz_test::aten::Arg;
+using lz_test::aten::Args;
+using lz_test::aten::L;
+using lz_test::aten::T;
+
+// x of this shape holding 1, 2, 3, ...
+Arg iota(std::vector<int64_t> shape, lz::DType dtype = kFloat32) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v;
+  for (int64_t i = 1; i <= n; ++i) v.push_back(static_cast<double>(i));
+  return T(v, shape, dtype);
+}
+
+}  // namespace
+
+// The rows keep one layout (call, then expectation) that clang-format would spread over 5 lines.
+// clang-format off
+LZ_ATEN_ROWS(Indexing) {
+  return {
+      {"aten.index_select.default", [] { return Args{iota({2, 3}), -1, T({2, 0}, {2}, kInt32)}; },
+       {{kFloat32, {2, 2}, {3, 1, 6, 4}}}},
+      // A 0-d tensor, and a 0-d index (a 1-element result).
+      {"aten.index_select.default", [] { return Args{T({5}, {}), 0, T({0}, {}, kInt64)}; },
+       {{kFloat32, {}, {5}}}},
+      {"aten.index_select.default", [] { return Args{iota({3}, kInt64), 0, T({1}, {}, kInt64)}; },
+       {{kInt64, {1}, {2}}}},
+      // The index may be smaller than the tensor in the other dims.
+      {"aten.gather.default",
+       [] { return Args{iota({2, 3}), 1, T({2, 0}, {1, 2}, kInt64), false}; },
+       {{kFloat32, {1, 2}, {3, 1}}}},
+      {"aten.gather.default",
+       [] { return Args{iota({2, 2}), -2, T({1, 0}, {1, 2}, kInt32), false}; },
+       {{kFloat32, {1, 2}, {3, 2}}}},
+      {"aten.gather.default", [] { return Args{T({5}, {}), 0, T({0, 0}, {2}, kInt64), false}; },
+       {{kFloat32, {2}, {5, 5}}}},
+      {"aten.scatter.value",
+       [] { return Args{T({0, 0, 0, 0, 0, 0}, {2, 3}), -1, T({0, 2}, {2, 1}, kInt64), 5}; },
+       {{kFloat32, {2, 3}, {5, 0, 0, 0, 0, 5}}}},
+      {"aten.scatter.value",
+       [] { return Args{T({1, 5, 3}, {3}, kInt64), 0, T({0, 2}, {2}, kInt64), 2.7}; },
+       {{kInt64, {3}, {2, 5, 2}}}},
+      {"aten.scatter.value", [] { return Args{T({1}, {}), 0, T({0}, {}, kInt64), 9}; },
+       {{kFloat32, {}, {9}}}},
+      {"aten.scatter.value",
+       [] { return Args{T({0, 0}, {2}, kBool), 0, T({1}, {1}, kInt64), true}; },
+       {{kBool, {2}, {0, 1}}}},
+      // Repeated indices add; src is cut to the index's shape.
+      {"aten.scatter_add.default",
+       [] { return Args{T({0, 0, 0}, {3}), 0, T({0, 0, 2}, {3}, kInt64), T({1, 2, 3, 4}, {4})}; },
+       {{kFloat32, {3}, {3, 0, 3}}}},
+      {"aten.scatter_add.default",
+       [] { return Args{iota({2}, kInt32), 0, T({}, {0}, kInt64), T({}, {0}, kInt32)}; },
+       {{kInt32, {2}, {1, 2}}}},
+      // One index tensor (negative values count from the end), several, None for a whole dim.
+      {"aten.index.Tensor",
+       [] { return Args{iota({2, 3}), L({Arg(), T({-1, 0}, {2}, kInt64)})}; },
+       {{kFloat32, {2, 2}, {3, 1, 6, 4}}}},
+      {"aten.index.Tensor", [] { return Args{iota({2, 3}), L({T({1, 0}, {2, 1}, kInt32)})}; },
+       {{kFloat32, {2, 1, 3}, {4, 5, 6, 1, 2, 3}}}},
+      {"aten.index.Tensor",
+       [] { return Args{iota({2, 3}), L({T({0, 1}, {2}, kInt64), T({2, -3}, {2}, kInt64)})}; },
+       {{kFloat32, {2}, {3, 4}}}},
+      {"aten.index_put.default",
+       [] { return Args{T({0, 0, 0, 0}, {4}), L({T({0, 0, -1}, {3}, kInt64)}),
+                        T({1, 2, 3}, {3}), true}; },
+       {{kFloat32, {4}, {3, 0, 0, 3}}}},
+      {"aten.index_put.default",
+       [] { return Args{T({1, 1}, {2}, kInt32), L({T({1}, {1}, kInt64)}), T({2}, {}, kInt32),
+                        true}; },
+       {{kInt32, {2}, {1, 3}}}},
+      // On bool, accumulating is "or".
+      {"aten.index_put.default",
+       [] { return Args{T({0, 0, 0}, {3}, kBool), L({T({1, 1}, {2}, kInt64)}),
+                        T({1, 0}, {2}, kBool), true}; },
+       {{kBool, {3}, {0, 1, 0}}}},
+      {"aten.index_put.default",
+       [] { return Args{T({0, 0, 0, 0}, {2, 2}, kBool),
+                        L({T({0, 1}, {2}, kInt64), T({1, 1}, {2}, kInt64)}), T({1}, {1}, kBool),
+                        true}; },
+       {{kBool, {2, 2}, {0, 1, 0, 1}}}},
+      {"aten.index_put.default",
+       [] { return Args{T({0, 0, 0, 0}, {2, 2}),
+                        L({T({0, 0}, {2}, kInt64), T({1, 1}, {2}, kInt64)}), T({1, 2}, {2}),
+                        true}; },
+       {{kFloat32, {2, 2}, {0, 3, 0, 0}}}},
+      {"aten.index_put.default",
+       [] { return Args{T({0, 0, 0, 0}, {2, 2}), L({Arg(), T({1, 1}, {2}, kInt64)}), T({1}, {1}),
+                        true}; },
+       {{kFloat32, {2, 2}, {0, 2, 0, 2}}}},
+      {"aten.embedding.default",
+       [] { return Args{iota({3, 2}), T({2, 0}, {2, 1}, kInt32), -1, false, false}; },
+       {{kFloat32, {2, 1, 2}, {5, 6, 1, 2}}}},
+  };
+}
+// clang-format on
+
+namespace {
+
+using lz::aten::TensorMeta;
+using lz::aten::why_not;
+
+Arg meta(lz::DType dtype, lz::Shape shape) { return Arg(TensorMeta{dtype, std::move(shape), ""}); }
+
+TEST(AtenIndexing, ConditionsNameTheirReasons) {
+  Arg x = meta(kFloat32, {4});
+  Arg i = meta(kInt64, {2});
+  // A mask's selection has a data-dependent size; there must be an index tensor.
+  EXPECT_EQ(why_not("aten.index.Tensor", {x, L({meta(kBool, {4})})}),
+            "a bool index (data-dependent shape)");
+  EXPECT_EQ(why_not("aten.index.Tensor", {x, L({Arg()})}), "no index tensor");
+  EXPECT_EQ(why_not("aten.index.Tensor", {x, L({i})}), std::nullopt);
+  EXPECT_EQ(why_not("aten.index_put.default", {x, L({i}), meta(kFloat32, {2}), false}),
+            "accumulate=False (duplicate indices are unordered in eager)");
+  EXPECT_EQ(why_not("aten.gather.default", {x, 0, i, true}), "sparse_grad");
+}
+
+}  // namespace

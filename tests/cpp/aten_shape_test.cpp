@@ -1,0 +1,218 @@
+// Test rows of the ATen table's view, join, creation and copy entries (src/aten/entries_shape.cpp):
+// what eager PyTorch 2.15 gives for each call (aten_rows.h says how rows run), and the reasons
+// the entries' conditions give.
+#include <cstdint>
+#include <limits>
+
+#include "aten_rows.h"
+
+namespace {
+
+using lz::kBool;
+using lz::kFloat32;
+using lz::kFloat64;
+using lz::kInt32;
+using lz::kInt64;
+using lz_test::aten::Arg;
+using lz_test::aten::Args;
+using lz_test::aten::L;
+using lz_test::aten::T;
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+Arg device(const char* name) { return Arg::of_kind(Arg::Kind::Device, name); }
+Arg layout(const char* name) { return Arg::of_kind(Arg::Kind::Layout, name); }
+// x of this shape holding 1, 2, 3, ...
+Arg iota(std::vector<int64_t> shape, lz::DType dtype = kFloat32) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v;
+  for (int64_t i = 1; i <= n; ++i) v.push_back(static_cast<double>(i));
+  return T(v, shape, dtype);
+}
+
+}  // namespace
+
+// The rows keep one layout (call, then expectation) that clang-format would spread over 5 lines.
+// clang-format off
+LZ_ATEN_ROWS(Shape) {
+  const Arg none;
+  return {
+      // ---- views and reshapes
+      {"aten.view.default", [] { return Args{iota({2, 3}), L({3, -1})}; },
+       {{kFloat32, {3, 2}, {1, 2, 3, 4, 5, 6}}}},
+      {"aten.view.default", [] { return Args{T({}, {0, 3}), L({-1})}; }, {{kFloat32, {0}, {}}}},
+      {"aten.reshape.default", [] { return Args{iota({2, 2}, kBool), L({4})}; },
+       {{kBool, {4}, {1, 1, 1, 1}}}},
+      {"aten._unsafe_view.default", [] { return Args{T({5}, {}, kInt64), L({1, 1})}; },
+       {{kInt64, {1, 1}, {5}}}},
+      {"aten.t.default", [] { return Args{iota({2, 3})}; },
+       {{kFloat32, {3, 2}, {1, 4, 2, 5, 3, 6}}}},
+      {"aten.t.default", [] { return Args{iota({3})}; }, {{kFloat32, {3}, {1, 2, 3}}}},
+      {"aten.transpose.int", [] { return Args{iota({1, 2, 3}), 0, -1}; },
+       {{kFloat32, {3, 2, 1}, {1, 4, 2, 5, 3, 6}}}},
+      {"aten.transpose.int", [] { return Args{T({7}, {}), 0, -1}; }, {{kFloat32, {}, {7}}}},
+      {"aten.permute.default", [] { return Args{iota({2, 3}, kInt32), L({-1, 0})}; },
+       {{kInt32, {3, 2}, {1, 4, 2, 5, 3, 6}}}},
+      {"aten.permute.default", [] { return Args{T({3}, {}), L({})}; }, {{kFloat32, {}, {3}}}},
+      {"aten.expand.default", [] { return Args{T({1, 2}, {2, 1}), L({2, -1, 3}), false}; },
+       {{kFloat32, {2, 2, 3}, {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2}}}},
+      {"aten.squeeze.default", [] { return Args{iota({1, 2, 1})}; }, {{kFloat32, {2}, {1, 2}}}},
+      {"aten.squeeze.dim", [] { return Args{iota({1, 2}), -2}; }, {{kFloat32, {2}, {1, 2}}}},
+      {"aten.squeeze.dim", [] { return Args{iota({1, 2}), 1}; }, {{kFloat32, {1, 2}, {1, 2}}}},
+      {"aten.squeeze.dim", [] { return Args{T({4}, {}), 0}; }, {{kFloat32, {}, {4}}}},
+      {"aten.squeeze.dims", [] { return Args{iota({1, 2, 1}), L({0, -1})}; },
+       {{kFloat32, {2}, {1, 2}}}},
+      {"aten.unsqueeze.default", [] { return Args{iota({2}), -1}; }, {{kFloat32, {2, 1}, {1, 2}}}},
+      {"aten.unsqueeze.default", [] { return Args{iota({2}), 0}; }, {{kFloat32, {1, 2}, {1, 2}}}},
+      {"aten.alias.default", [] { return Args{iota({2}, kInt64)}; }, {{kInt64, {2}, {1, 2}}}},
+
+      // ---- copies
+      {"aten.clone.default", [] { return Args{iota({2}, kInt32), Arg()}; },
+       {{kInt32, {2}, {1, 2}}}},
+      {"aten.lift_fresh_copy.default", [] { return Args{T({1, 0}, {2}, kBool)}; },
+       {{kBool, {2}, {1, 0}}}},
+      // float to int truncates; the lazy device's own name is a device Lazuli computes on.
+      {"aten._to_copy.default",
+       [=] { return Args{T({1.7, -1.7}, {2}), kInt32, none, device("lazuli:0"), none, false,
+                         none}; },
+       {{kInt32, {2}, {1, -1}}}},
+      {"aten._to_copy.default",
+       [=] { return Args{T({1.5}, {1}), none, layout("torch.strided"), device("cpu"), false, false,
+                         none}; },
+       {{kFloat32, {1}, {1.5}}}},
+      {"aten.copy.default", [] { return Args{T({0, 0, 0, 0}, {2, 2}), iota({2}, kInt64), false}; },
+       {{kFloat32, {2, 2}, {1, 2, 1, 2}}}},
+      {"aten.copy_.default", [] { return Args{T({0, 0}, {2}, kInt32), T({2.5}, {}), false}; },
+       {{kInt32, {2}, {2, 2}}}},
+
+      // ---- slices: Python's bounds (clamped, negative from the end, end before start)
+      {"aten.slice.Tensor", [] { return Args{T({0, 1, 2, 3, 4, 5, 6, 7, 8}, {9}), 0, 2, -3, 2}; },
+       {{kFloat32, {2}, {2, 4}}}},
+      {"aten.slice.Tensor", [] { return Args{iota({2, 3}), -1, Arg(), kMax, 1}; },
+       {{kFloat32, {2, 3}, {1, 2, 3, 4, 5, 6}}}},
+      {"aten.slice.Tensor", [] { return Args{iota({5}), 0, -100, 2, 1}; },
+       {{kFloat32, {2}, {1, 2}}}},
+      {"aten.slice.Tensor", [] { return Args{iota({5}), 0, 4, 1, 1}; }, {{kFloat32, {0}, {}}}},
+      {"aten.select.int", [] { return Args{iota({2, 3}), -1, -1}; }, {{kFloat32, {2}, {3, 6}}}},
+      {"aten.select.int", [] { return Args{iota({2, 3}), 0, 1}; }, {{kFloat32, {3}, {4, 5, 6}}}},
+      {"aten.slice_scatter.default",
+       [] { return Args{T({0, 0, 0, 0}, {4}), T({9, 8}, {2}, kInt64), 0, 1, Arg(), 2}; },
+       {{kFloat32, {4}, {0, 9, 0, 8}}}},
+      {"aten.slice_scatter.default",
+       [] { return Args{T({0, 0, 0}, {3}), T({}, {0}), 0, 5, kMax, 1}; },
+       {{kFloat32, {3}, {0, 0, 0}}}},
+      {"aten.select_scatter.default",
+       [] { return Args{T({0, 0, 0, 0}, {2, 2}), T({5, 6}, {2}), 1, -1}; },
+       {{kFloat32, {2, 2}, {0, 5, 0, 6}}}},
+
+      // ---- joins and splits: legacy 1-D empty tensors take part in promotion only
+      {"aten.cat.default",
+       [] { return Args{L({T({1, 2}, {1, 2}, kInt32), T({}, {0}, kFloat64)}), 0}; },
+       {{kFloat64, {1, 2}, {1, 2}}}},
+      {"aten.cat.default",
+       [] { return Args{L({T({1, 2}, {1, 2}, kInt32), T({}, {0}, kFloat64),
+                           T({3, 4}, {1, 2}, kInt64)}), -2}; },
+       {{kFloat64, {2, 2}, {1, 2, 3, 4}}}},
+      {"aten.cat.default", [] { return Args{L({T({}, {0}, kInt32)}), 0}; }, {{kInt32, {0}, {}}}},
+      {"aten.cat.default", [] { return Args{L({T({1, 2}, {2, 1}), iota({2, 2})}), -1}; },
+       {{kFloat32, {2, 3}, {1, 1, 2, 2, 3, 4}}}},
+      {"aten.split_with_sizes.default", [] { return Args{iota({5}), L({2, 0, 3}), 0}; },
+       {{kFloat32, {2}, {1, 2}}, {kFloat32, {0}, {}}, {kFloat32, {3}, {3, 4, 5}}}},
+      {"aten.split.Tensor", [] { return Args{iota({1, 5}), 2, -1}; },
+       {{kFloat32, {1, 2}, {1, 2}}, {kFloat32, {1, 2}, {3, 4}}, {kFloat32, {1, 1}, {5}}}},
+      {"aten.repeat.default", [] { return Args{iota({2}), L({2, 2})}; },
+       {{kFloat32, {2, 4}, {1, 2, 1, 2, 1, 2, 1, 2}}}},
+      {"aten.repeat.default", [] { return Args{T({7}, {}, kInt64), L({3})}; },
+       {{kInt64, {3}, {7, 7, 7}}}},
+      {"aten.flip.default", [] { return Args{iota({2, 3}), L({0, -1})}; },
+       {{kFloat32, {2, 3}, {6, 5, 4, 3, 2, 1}}}},
+      // Negative pads crop; the value converts to the tensor's dtype.
+      {"aten.constant_pad_nd.default", [] { return Args{iota({2, 3}), L({-1, 2, 1, 0}), 9}; },
+       {{kFloat32, {3, 4}, {9, 9, 9, 9, 2, 3, 9, 9, 5, 6, 9, 9}}}},
+      {"aten.constant_pad_nd.default", [] { return Args{iota({3}, kInt64), L({1, 1}), 2.5}; },
+       {{kInt64, {5}, {2, 1, 2, 3, 2}}}},
+
+      // ---- creation: the fill value's kind gives the dtype when none is given
+      {"aten.full.default", [=] { return Args{L({2}), 1.5, none, none, none, none}; },
+       {{kFloat32, {2}, {1.5, 1.5}}}},
+      {"aten.full.default", [=] { return Args{L({2}), 3, none, none, device("meta"), false}; },
+       {{kInt64, {2}, {3, 3}}}},
+      {"aten.full.default", [=] { return Args{L({1, 2}), true, none, none, none, none}; },
+       {{kBool, {1, 2}, {1, 1}}}},
+      {"aten.full.default", [=] { return Args{L({2}), 2.7, kInt32, none, none, none}; },
+       {{kInt32, {2}, {2, 2}}}},
+      {"aten.full_like.default",
+       [=] { return Args{iota({2}, kInt32), 2.7, none, none, none, none, none}; },
+       {{kInt32, {2}, {2, 2}}}},
+      {"aten.full_like.default",
+       [=] { return Args{iota({2}, kInt32), 1, kFloat64, none, none, none, none}; },
+       {{kFloat64, {2}, {1, 1}}}},
+      {"aten.empty.memory_format", [=] { return Args{L({2, 1}), none, none, none, none, none}; },
+       {{kFloat32, {2, 1}, {0, 0}}}},
+      {"aten.empty_permuted.default",
+       [=] { return Args{L({1, 2}), L({1, 0}), kInt64, none, none, none}; },
+       {{kInt64, {1, 2}, {0, 0}}}},
+      {"aten.empty_like.default",
+       [=] { return Args{iota({2}, kInt32), none, none, none, none, none}; },
+       {{kInt32, {2}, {0, 0}}}},
+      {"aten.scalar_tensor.default", [=] { return Args{3, none, none, none, none}; },
+       {{kFloat32, {}, {3}}}},
+      {"aten.scalar_tensor.default", [=] { return Args{2.5, kInt64, none, none, none}; },
+       {{kInt64, {}, {2}}}},
+      {"aten.arange.start_step", [=] { return Args{1, 10, 3, none, none, none, none}; },
+       {{kInt64, {3}, {1, 4, 7}}}},
+      {"aten.arange.start_step", [=] { return Args{0, 1, 0.25, none, none, none, none}; },
+       {{kFloat32, {4}, {0, 0.25, 0.5, 0.75}}}},
+      {"aten.arange.start_step", [=] { return Args{5, 0, -2, kFloat64, none, none, none}; },
+       {{kFloat64, {3}, {5, 3, 1}}}},
+      {"aten.arange.start", [=] { return Args{2, 5, none, none, none, none}; },
+       {{kInt64, {3}, {2, 3, 4}}}},
+      {"aten.arange.default", [=] { return Args{4, none, none, none, none}; },
+       {{kInt64, {4}, {0, 1, 2, 3}}}},
+      {"aten.arange.default", [=] { return Args{2.5, none, none, none, none}; },
+       {{kFloat32, {3}, {0, 1, 2}}}},
+      {"aten.fill.Scalar", [] { return Args{iota({2}, kInt32), 3.9}; }, {{kInt32, {2}, {3, 3}}}},
+      {"aten.fill.Tensor", [] { return Args{iota({2}), T({7}, {}, kInt64)}; },
+       {{kFloat32, {2}, {7, 7}}}},
+      {"aten.sym_size.int", [] { return Args{iota({2, 3}), -1}; }, {{kInt64, {}, {3}}}},
+  };
+}
+// clang-format on
+
+namespace {
+
+using lz::aten::TensorMeta;
+using lz::aten::why_not;
+
+Arg meta(lz::DType dtype, lz::Shape shape) { return Arg(TensorMeta{dtype, std::move(shape), ""}); }
+
+TEST(AtenShape, ConditionsNameTheirReasons) {
+  const Arg none;
+  Arg x = meta(kFloat32, {4});
+  // Creation and _to_copy: a Lazuli dtype, strided, on the CPU, meta or lazuli device, not pinned.
+  EXPECT_EQ(why_not("aten._to_copy.default", {x, none, none, device("cuda:0"), none, false, none}),
+            "device cuda:0");
+  EXPECT_EQ(why_not("aten._to_copy.default", {x, Arg::of_kind(Arg::Kind::ForeignDType, "int16"),
+                                              none, none, none, false, none}),
+            "dtype int16 not supported");
+  EXPECT_EQ(why_not("aten.full.default", {L({2}), 1, none, layout("torch.sparse_coo"), none, none}),
+            "layout torch.sparse_coo");
+  EXPECT_EQ(why_not("aten.empty.memory_format", {L({2}), none, none, device("cpu"), true, none}),
+            "pin_memory");
+  EXPECT_EQ(why_not("aten.empty_like.default", {x, none, none, device("lazuli:0"), false, none}),
+            std::nullopt);
+  EXPECT_EQ(why_not("aten.arange.start", {0, 2, lz::kBool, none, none, none}), "bool arange");
+  // Slices with a step that is not positive.
+  EXPECT_EQ(why_not("aten.slice.Tensor", {x, 0, none, none, -1}), "step -1");
+  EXPECT_EQ(why_not("aten.slice_scatter.default", {x, x, 0, none, none, 0}), "step 0");
+}
+
+TEST(AtenShape, CopyIntoUpdatesItsInput) {
+  lz::aten::Call call;
+  lz::Tensor x = lz_test::make({0, 0}, {2}, kInt32);
+  lz::aten::lower(*lz::aten::find("aten.copy_.default"), {Arg(x), T({1.5, 2.5}, {2}), false}, call);
+  lz_test::expect_values(x, kInt32, {2}, {1, 2});
+}
+
+}  // namespace
