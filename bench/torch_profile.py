@@ -6,7 +6,7 @@ Phases are timed by wrapping the bridge's functions and dynamo's `_compile` (low
     backend call               aot_autograd (joint-graph trace, partition into forward/backward)
                                plus compile_aten_graph of the forward / inference graph
   compile_aten_graph           the bridge's partitioning (per kind; backward runs at backward())
-  partition trace              first call of each Lazuli partition: lowering.interpret records,
+  partition trace              first call of each Lazuli partition: _aten.interpret records,
                                the program compiles without running (CompileTime: plan + LLVM)
   partition runs / fallbacks   the programs' runs and the ATen ops left to PyTorch eager
 dynamo's own compile_times() (its sub-phases, e.g. aot_trace_joint_graph) and, with --cprofile,
@@ -50,7 +50,7 @@ def instrument(ph):
     nested (their times are included in the enclosing one)."""
     import torch._dynamo.convert_frame as cf
     import torch._dynamo.backends.common as common
-    from lazuli.torch import _bridge, lowering
+    from lazuli.torch import _aten, _bridge
 
     cf._compile = ph.wrap("dynamo: all frames (includes the backend calls)", cf._compile)
     real_aot = common.aot_autograd
@@ -65,7 +65,7 @@ def instrument(ph):
     _bridge.compile_aten_graph = compile_aten_graph
     _bridge.LazuliPartition._trace = ph.wrap("partition traces (record + compile)",
                                              _bridge.LazuliPartition._trace)
-    lowering.interpret = ph.wrap("  lowering.interpret (recording)", lowering.interpret)
+    _aten.interpret = ph.wrap("  _aten.interpret (recording)", _aten.interpret)
     _bridge.LazuliPartition._run_program = ph.wrap("partition runs (programs)",
                                                    _bridge.LazuliPartition._run_program)
     real_fallback = _bridge._fallback_runner
@@ -95,7 +95,7 @@ _CPROFILE_KEYS = [
     ("aot_autograd.py", "create_aot_dispatcher_function", "aot_autograd create_aot_dispatcher_function"),
     ("_bridge.py", "compile_aten_graph", "lazuli compile_aten_graph (partitioning)"),
     ("_bridge.py", "_trace", "lazuli partition traces"),
-    ("lowering.py", "interpret", "lazuli lowering.interpret"),
+    ("_aten.py", "interpret", "lazuli _aten.interpret"),
     ("~", "<built-in method lazuli._C.compile>", "lazuli _WarmProgram.compile (C++)"),
     ("_bridge.py", "_run_program", "lazuli partition runs"),
     ("<frozen importlib._bootstrap>", "_find_and_load", "imports during the call"),

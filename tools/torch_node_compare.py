@@ -25,7 +25,7 @@ import torch.nn.functional as F  # noqa: E402
 import torchvision  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 
-from lazuli.torch import lowering  # noqa: E402
+from lazuli.torch import _aten  # noqa: E402
 from lazuli.torch._boundary import to_lazuli  # noqa: E402
 
 
@@ -44,7 +44,7 @@ def capture_graphs(model, x, y):
         return compiler
 
     backend = aot_autograd(fw_compiler=capture("forward"), bw_compiler=capture("backward"),
-                           decompositions=lowering.decompositions())
+                           decompositions=_aten.decompositions())
 
     def step(m, a, b):
         loss = F.cross_entropy(m(a), b)
@@ -73,10 +73,9 @@ def compare(kind, gm, inputs):
         args = torch.fx.node.map_aggregate(node.args, load)
         kwargs = torch.fx.node.map_aggregate(node.kwargs, load)
         env[node] = out = node.target(*args, **kwargs)
-        if node.target is operator.getitem or lowering.why_not_lowered(node) is not None:
+        if node.target is operator.getitem or _aten.why_not_lowered(node) is not None:
             continue
-        entry = lowering.lookup(node.target)
-        if entry is None:
+        if _aten.entry(node.target) is None:
             continue
         kw64 = dict(torch.fx.node.map_aggregate(kwargs, _double))
         if kw64.get("dtype") == torch.float32:
@@ -86,8 +85,8 @@ def compare(kind, gm, inputs):
         except Exception:  # noqa: BLE001 (an op without a float64 kernel: no reference)
             continue
         to_lz = lambda a: to_lazuli(a) if isinstance(a, torch.Tensor) else a  # noqa: E731
-        got = entry.fn(*torch.fx.node.map_aggregate(args, to_lz),
-                       **torch.fx.node.map_aggregate(kwargs, to_lz))
+        got = _aten.lower(node.target, torch.fx.node.map_aggregate(args, to_lz),
+                          torch.fx.node.map_aggregate(kwargs, to_lz))
         triples = zip(*(v if isinstance(v, (list, tuple)) else [v] for v in (out, got, out64)))
         for want, lz_value, ref in triples:
             if not isinstance(want, torch.Tensor) or not want.is_floating_point():

@@ -1,9 +1,6 @@
-// Language-model ops (issue 13): cumsum/cumprod (lazuli._C and Tensor methods), scaled
-// dot-product attention (lazuli._C._nn, re-exported by lz.nn.functional), and the keyed random
-// draws the torch.compile bridge lowers dropout with (a key that is an input of the program, not
-// the device's RNG state: python/lazuli/torch/lowering_random.py).
+// Language-model ops: cumsum/cumprod (lazuli._C and Tensor methods) and scaled dot-product
+// attention (lazuli._C._nn, re-exported by lz.nn.functional).
 #include "bindings.h"
-#include "ops/frontend.h"
 
 namespace lzpy {
 namespace {
@@ -13,15 +10,6 @@ using lz::Tensor;
 std::optional<lz::DType> optional_dtype(const py::object& dtype) {
   if (dtype.is_none()) return std::nullopt;
   return dtype_arg(dtype, lz::DType::Float32);
-}
-
-lz::ir::Value key_value(const Tensor& key, const char* op) {
-  lz::ir::Value k = lz::frontend::value_of(key, op);
-  if (key.dtype() != lz::DType::Int64 || key.dim() != 0) {
-    throw lz::TypeError(std::string(op) + ": the key must be an int64 0-d tensor, got " +
-                        std::string(lz::dtype_name(key.dtype())) + lz::shape_str(key.shape()));
-  }
-  return k;
 }
 
 }  // namespace
@@ -52,26 +40,6 @@ void bind_lm_ops(py::module_& m, py::class_<Tensor>& cls) {
       py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::kw_only(),
       py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
 
-  m.def(
-      "_rand_from_key",
-      [](const Tensor& key, const py::object& shape, const py::object& dtype) {
-        lz::IntList s = shape_arg(shape, "size");
-        lz::DType dt = dtype_arg(dtype, lz::DType::Float32);
-        if (!lz::is_floating(dt)) throw lz::TypeError("_rand_from_key: dtype must be floating");
-        lz::ir::Value k = key_value(key, "_rand_from_key");
-        return lz::frontend::wrap(lz::frontend::node(lz::ir::OpKind::RngUniform, {k},
-                                                     lz::ir::RandomAttrs{lz::Shape(s), dt}));
-      },
-      py::arg("key"), py::arg("size"), py::arg("dtype") = py::none(),
-      "U[0, 1) draws of `size` from an int64 0-d key tensor (counter-based, as lz.rand's), "
-      "without touching the device's RNG state.");
-  m.def(
-      "_rng_advance",
-      [](const Tensor& key) {
-        return lz::frontend::wrap(
-            lz::frontend::node(lz::ir::OpKind::RngAdvance, {key_value(key, "_rng_advance")}));
-      },
-      py::arg("key"), "The key after `key` (as the device's RNG state advances).");
 }
 
 }  // namespace lzpy

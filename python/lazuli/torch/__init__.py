@@ -3,9 +3,9 @@
 - ``torch.compile(model, backend="lazuli")``: the dynamo backend, found through the
   ``torch_dynamo_backends`` entry point without importing lazuli; also ``lazuli.torch.backend``.
 - ``to_lazuli(t)`` / ``to_torch(t)``: CPU tensors across the boundary without copies.
-- ``supported_ops()``: the ATen overloads the lowering table handles, with their conditions.
+- ``supported_ops()``: the ATen overloads the lowering table (C++, src/aten/) handles, with their conditions.
 """
-from .lowering import supported_ops  # noqa: F401
+from ._aten import supported_ops  # noqa: F401
 from ._boundary import to_lazuli, to_torch  # noqa: F401
 from ._bridge import backend  # noqa: F401
 

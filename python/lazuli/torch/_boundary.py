@@ -14,7 +14,7 @@ import torch
 import lazuli as lz
 from lazuli import _C
 
-from .lowering import TORCH_TO_LZ
+from ._aten import TORCH_TO_LZ
 
 _CODE = {k: int(v) for k, v in TORCH_TO_LZ.items()}
 

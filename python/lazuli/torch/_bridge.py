@@ -3,11 +3,12 @@
 The pipeline, per FX graph dynamo hands over:
 1. aot_autograd turns it into ATen graphs (forward, and backward when something needs grad), with
    the lowering table's decompositions, and gives each to `compile_aten_graph`.
-2. Partitioning: every node whose `lowering.why_not_lowered(node)` is not None is known before
+2. Partitioning: every node whose `_table.why_not_lowered(node)` is not None (the C++ lowering
+   table's verdict, src/aten/table.h) is known before
    anything is traced; CapabilityBasedPartitioner groups the others into partitions. Each
    partition becomes a `LazuliPartition`; the nodes left outside run in PyTorch eager between
    them, each run counted as `fallback::aten.<op>`.
-3. A partition's first call with a new input signature is its trace: `lowering.interpret` records
+3. A partition's first call with a new input signature is its trace: `_table.interpret` records
    its nodes on Lazuli tensors standing for the inputs (over the torch inputs' memory), the
    recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
    Every call, the first included, then runs that program on the call's inputs: no node is
@@ -25,7 +26,6 @@ The pipeline, per FX graph dynamo hands over:
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
 import sys
@@ -41,7 +41,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 import lazuli as lz
 from lazuli import _C
 
-from . import lowering, lowering_random
+from . import _aten as _table
 from ._boundary import LentIds, layout_of, to_lazuli, to_torch
 
 _GRAPH_IDS = iter(range(1 << 62))
@@ -101,7 +101,7 @@ class _LazuliSupport(OperatorSupportBase):
         if node.target is operator.getitem:
             src = node.args[0]
             return isinstance(src, torch.fx.Node) and self.is_node_supported(submodules, src)
-        return lowering.why_not_lowered(node) is None
+        return _table.why_not_lowered(node) is None
 
 
 def _fallback_runner(target):
@@ -125,7 +125,7 @@ def _refused_updates(gm: torch.fx.GraphModule) -> Dict[str, str]:
     partition could run it before an eager reader that follows it in the graph."""
     calls = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
     updates = [n for n in calls if n.target is torch.ops.aten.copy_.default]
-    if not updates or all(lowering.why_not_lowered(n) is None for n in calls if n not in updates):
+    if not updates or all(_table.why_not_lowered(n) is None for n in calls if n not in updates):
         return {}
     return {n.name: "an in-place update of an input joins a Lazuli partition only where the whole "
                     "graph lowers" for n in updates}
@@ -165,7 +165,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
                                                         keep_weight_layouts))
             n_part += 1
         elif node.op == "call_function" and node.target is not operator.getitem:
-            why = (lowering.why_not_lowered(node) or support.refused.get(node.name)
+            why = (_table.why_not_lowered(node) or support.refused.get(node.name)
                    or "not in a partition")
             report.fallback(node, why)
             node.target = _fallback_runner(node.target)
@@ -188,6 +188,19 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
 
 
 # ---- one partition ------------------------------------------------------------------------------
+
+def fresh_key() -> torch.Tensor:
+    """A new random key for one call of a partition, from torch's default generator.
+
+    Lazuli cannot reproduce PyTorch's random stream (its draws are a counter-based hash of a key
+    and the element's index), so a dropout mask never equals eager's; what holds is its
+    distribution and that the backward applies the forward's mask. Inside a partition the draws
+    read a key that is an input of the program, not the device's RNG state (which a traced
+    program would read once, at its trace, and then replay forever): each call passes a fresh
+    one, so every step draws new masks, torch.manual_seed makes them repeat, and the program
+    never changes."""
+    return torch.randint(-(2 ** 63), 2 ** 63 - 1, (), dtype=torch.int64)
+
 
 def _signature(args) -> Tuple:
     key = []
@@ -305,7 +318,7 @@ def _is_view_of(view, args, out) -> bool:
     except RuntimeError:
         return False
     return (tuple(t.shape) == tuple(out.shape)
-            and lowering.TORCH_TO_LZ.get(t.dtype) == out.dtype
+            and _table.TORCH_TO_LZ.get(t.dtype) == out.dtype
             and t.untyped_storage().data_ptr() == args[i].untyped_storage().data_ptr())
 
 
@@ -319,7 +332,7 @@ class _Traced:
         self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("view", i, chain)
         #                           | ("const", tensor) | ("value", v)
         self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
-        self.keyed = keyed        # the program's last input is a random key (lowering_random.py)
+        self.keyed = keyed        # the program's last input is a random key (fresh_key)
         self.layouts = layouts    # per argument: layout_of (None for non-tensors)
 
 
@@ -366,15 +379,16 @@ class LazuliPartition(torch.nn.Module):
             stand_ins[i] = (lz.permute(inputs[j], _inverse(perm)) if isinstance(perm, tuple)
                             else inputs[j])
         # A partition that draws random numbers takes a key as one more input, fresh each call.
-        keyed = lowering_random.uses_random(self.gm)
+        keyed = _table.uses_random(self.gm)
         key = to_lazuli(torch.zeros((), dtype=torch.int64)) if keyed else None
         program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name)
         try:
-            with lowering_random.keyed(key) if keyed else contextlib.nullcontext():
-                out = lowering.interpret(self.gm, *stand_ins)
+            out = _table.interpret(self.gm, *stand_ins,
+                                  call=_C._aten.Call(key) if keyed else None)
             flat, spec = torch.utils._pytree.tree_flatten(out)
             del out
-            by_id = {id(stand_ins[i]): (i, j) for j, i in enumerate(arg_of_input)}
+            # By Lazuli tensor id: the table hands back new Python objects over the same tensors.
+            by_id = {stand_ins[i]._id: (i, j) for j, i in enumerate(arg_of_input)}
             views = _input_views(self.gm)
             pending, outputs = [], []
             for p, o in enumerate(flat):
@@ -384,9 +398,9 @@ class LazuliPartition(torch.nn.Module):
                     outputs.append(("view",) + view)
                 elif state is None:
                     outputs.append(("value", o))
-                elif (id(o) in by_id and
-                      lz.debug.tensor_state(inputs[by_id[id(o)][1]]) == "device_data"):
-                    outputs.append(("arg", by_id[id(o)][0]))  # an input returned unchanged
+                elif (o._id in by_id and
+                      lz.debug.tensor_state(inputs[by_id[o._id][1]]) == "device_data"):
+                    outputs.append(("arg", by_id[o._id][0]))  # an input returned unchanged
                 elif state in ("device_data", "host"):
                     outputs.append(("const", to_torch(o).clone()))
                 else:
@@ -429,7 +443,7 @@ class LazuliPartition(torch.nn.Module):
         user's line. Lazuli's error stays the cause. Without a node in the message (out of
         memory, a failed compile) it is a RuntimeError listing the partition's ATen ops."""
         text = str(error)
-        node = lowering.node_of_error(self.gm, text)
+        node = _table.node_of_error(self.gm, text)
         if node is None:
             return RuntimeError(f"lazuli.torch: {self.name} failed when its program ran: {text}\n"
                                 f"  its ATen ops:\n{self._describe()}")
@@ -443,7 +457,7 @@ class LazuliPartition(torch.nn.Module):
         if op != node.target:
             what += f", {node.target} of its decomposition"
         where = f" at {line}" if line else ""
-        return lowering.eager_error_type(op, detail)(
+        return _table.eager_error_type(op, detail)(
             f"{detail}, in {op} ({what}){where}\n"
             f"  (lazuli.torch: {self.name} failed when its program ran; graph {graph.rstrip(')')})")
 
@@ -464,7 +478,7 @@ class LazuliPartition(torch.nn.Module):
                                 isinstance(a, torch.nn.Parameter) else 0)
                       for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
             if traced.keyed:
-                inputs.append(to_lazuli(lowering_random.fresh_key()))
+                inputs.append(to_lazuli(fresh_key()))
             results = traced.program.run(inputs)
         flat = []
         for kind, v, *rest in traced.outputs:
@@ -513,11 +527,11 @@ class LazuliPartition(torch.nn.Module):
 
 
 def _failing_node(error) -> Optional[torch.fx.Node]:
-    """The FX node lowering.interpret was at when `error` was raised (its frame's `node`)."""
+    """The FX node _table.interpret was at when `error` was raised (its frame's `node`)."""
     tb = error.__traceback__
     found = None
     while tb is not None:
-        if tb.tb_frame.f_code is lowering.interpret.__code__:
+        if tb.tb_frame.f_code is _table.interpret.__code__:
             found = tb.tb_frame.f_locals.get("node")
         tb = tb.tb_next
     return found
@@ -554,7 +568,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
     bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep)
     inference = functools.partial(compile_aten_graph, kind="inference", keep_weight_layouts=keep)
     return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
-                        decompositions=lowering.decompositions(),
+                        decompositions=_table.decompositions(),
                         # An inference graph's updates of its inputs (an optimizer's step,
                         # in-place ops under no_grad) stay in the graph as copy_ into the
                         # placeholder, which a partition donates; else aot_autograd would copy

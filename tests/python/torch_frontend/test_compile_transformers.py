@@ -1,7 +1,7 @@
 """GPT-2 and BERT from small `transformers` configs, randomly initialised (issue 11 item 9): logits,
 and an AdamW training step's loss, gradients and updates, equal to eager; steady state compiles
 nothing (model_checks.py). Both lower completely: no ATen op is left to PyTorch eager, attention's
-forward and backward included (lowering_attention.py)."""
+forward and backward included (the ATen table's attention entries, src/aten/entries_nn.cpp)."""
 import math
 
 import pytest
@@ -77,7 +77,7 @@ def test_bert_training_step_matches_eager_and_later_steps_compile_nothing():
 
 def _train_with_dropout(model, batches, loss_fn):
     """AdamW training steps with dropout on, compiled: nothing runs in PyTorch eager (dropout's
-    masks come from Lazuli's RNG, lowering_random.py), the steps after the second trace and
+    masks come from Lazuli's RNG, src/aten/entries_random.cpp), the steps after the second trace and
     compile nothing, the losses are finite and are not eval mode's (dropout acted); afterwards
     the trained model in eval mode still gives eager's outputs."""
     model.train()

@@ -1,6 +1,7 @@
-"""A whole training step (forward, backward, SGD/Adam/AdamW update) goes through the lowering table
-with nothing left to fall back: torch.compile with aot_autograd and lowering.decompositions(),
-every graph recorded on Lazuli tensors by lowering.interpret, against eager PyTorch."""
+"""A whole training step (forward, backward, SGD/Adam/AdamW update) goes through the ATen lowering
+table (C++, src/aten/) with nothing left to fall back: torch.compile with aot_autograd and
+_aten.decompositions(), every graph recorded on Lazuli tensors by _aten.interpret, against eager
+PyTorch."""
 import numpy as np
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch.utils._pytree as pytree
 from torch._dynamo.backends.common import aot_autograd
 
 import lazuli as lz
-from lazuli.torch import lowering
+from lazuli.torch import _aten
 
 
 def _to_lz(t):
@@ -26,16 +27,16 @@ class TableOnlyBackend:
     def __init__(self):
         self.graphs = []
         self.backend = aot_autograd(fw_compiler=self.compile, bw_compiler=self.compile,
-                                    decompositions=lowering.decompositions())
+                                    decompositions=_aten.decompositions())
 
     def compile(self, gm, example_inputs):
-        refused = {str(n.target): lowering.why_not_lowered(n) for n in gm.graph.nodes
-                   if lowering.why_not_lowered(n) is not None}
+        refused = {str(n.target): _aten.why_not_lowered(n) for n in gm.graph.nodes
+                   if _aten.why_not_lowered(n) is not None}
         assert not refused, f"nodes that do not lower: {refused}"
         self.graphs.append(gm)
 
         def run(*args):
-            out = lowering.interpret(gm, *[_to_lz(a) if isinstance(a, torch.Tensor) else a
+            out = _aten.interpret(gm, *[_to_lz(a) if isinstance(a, torch.Tensor) else a
                                            for a in args])
             leaves, spec = pytree.tree_flatten(out)
             lz.sync_tensors([x for x in leaves if isinstance(x, lz.Tensor)], wait=True)

@@ -1,8 +1,9 @@
-"""The lowering table against PyTorch's OpInfo database (material nobody here wrote).
+"""The ATen lowering table (C++, src/aten/) against PyTorch's OpInfo database (material nobody here
+wrote).
 
 For every OpInfo that exercises an overload the table claims, each picked sample input (per dtype
-Lazuli has) is traced with make_fx (functionalized, with lowering.decompositions()); when every
-node lowers, the graph is recorded on Lazuli tensors through lowering.interpret, run, and compared
+Lazuli has) is traced with make_fx (functionalized, with _aten.decompositions()); when every
+node lowers, the graph is recorded on Lazuli tensors through _aten.interpret, run, and compared
 with eager PyTorch. Backward likewise, through make_fx of a torch.func.vjp function, where the
 OpInfo supports autograd. A sample with a node that does not lower is a fallback (skipped, with
 the node and the reason); a node that claims to lower and gives another answer fails, naming op,
@@ -10,7 +11,7 @@ dtype and sample.
 
 The OpInfos are picked by name (_opinfo_names), not by tracing all ~700 of them, so the whole
 module runs in about a minute; test_every_entry_is_exercised checks that the pick still reaches
-every entry. The harness is lazuli.torch.lowering_opinfo; tools/gen_torch_support.py runs the same
+every entry. The harness is lazuli.torch._opinfo; tools/gen_torch_support.py runs the same
 checks to write docs/torch-support.md.
 """
 import numpy as np
@@ -18,9 +19,8 @@ import pytest
 import torch
 
 import lazuli as lz
-from lazuli.torch import lowering
-
-from lazuli.torch import lowering_opinfo as harness
+from lazuli import _C
+from lazuli.torch import _opinfo as harness
 
 CASES = harness.cases()
 FORWARD = [c for c in CASES if not c.backward]
@@ -78,10 +78,8 @@ def test_forward_on_cpu_backend(case):
 def test_every_entry_is_exercised():
     if _RAN["forward"] != len(FORWARD):
         pytest.skip("needs the whole forward run")
-    # LATE entries (inductor's prims.fma) are exercised by test_lowering_training's steps.
-    late = {op for op in lowering.TABLE if f"{op.name()}.{op._overloadname}" in lowering.LATE}
-    missing = sorted(str(op) for op in lowering.TABLE
-                     if op not in _EXERCISED and op not in harness.NOT_IN_OPINFO and op not in late)
+    missing = sorted(e.name for e in _C._aten.entries()
+                     if e.name not in _EXERCISED and e.name not in harness.NOT_IN_OPINFO)
     assert not missing, f"entries no OpInfo sample reached: {missing}"
 
 

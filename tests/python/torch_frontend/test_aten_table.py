@@ -1,12 +1,18 @@
-"""The lowering table's contract: conditions decided before tracing, eager's type promotion and
-integer semantics, results checked against the graph's metadata, constants and late entries."""
+"""The ATen lowering table (C++, src/aten/) as the torch.compile bridge sees it through its one
+binding (lazuli.torch._aten): conditions decided from FX metadata before tracing, eager's type
+promotion and integer semantics, results checked against the graph's metadata, constants, the
+decomposition table, and the entries' flags against PyTorch's own schemas."""
+import pathlib
+import re
+
 import numpy as np
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import lazuli as lz
-from lazuli.torch import lowering
+from lazuli import _C
+from lazuli.torch import _aten as lowering
 
 aten = torch.ops.aten
 
@@ -83,9 +89,13 @@ def test_cast_to_a_dtype_lazuli_lacks_is_a_fallback():
 
 def test_entry_giving_the_wrong_dtype_raises_lowering_mismatch(monkeypatch):
     gm = make_fx(lambda x: -x)(torch.randn(3))
-    wrong = lowering.Lowering(aten.neg.default, lambda a: lz.neg(a).to(lz.float64),
-                              lowering.FLOATS)
-    monkeypatch.setitem(lowering.TABLE, aten.neg.default, wrong)
+    table_lower = lowering.lower
+
+    def wrong(target, args, kwargs, *rest):
+        out = table_lower(target, args, kwargs, *rest)
+        return out.to(lz.float64) if target is aten.neg.default else out
+
+    monkeypatch.setattr(lowering, "lower", wrong)
     with pytest.raises(lowering.LoweringMismatch, match="aten.neg.default.*float64.*float32"):
         lowering.interpret(gm, lz.zeros(3))
 
@@ -99,19 +109,64 @@ def test_tensor_constant_in_the_graph_is_copied_in():
     np.testing.assert_array_equal(out.numpy(), const.numpy())
 
 
-def test_entry_for_an_op_registered_later_applies_once_it_exists(monkeypatch):
-    # Copies of the table, so the test entry does not outlive the test.
-    monkeypatch.setattr(lowering, "LATE", dict(lowering.LATE))
-    monkeypatch.setattr(lowering, "TABLE", dict(lowering.TABLE))
-    lib = torch.library.Library("lazuli_lowering_test", "FRAGMENT")
-    lowering.lower("lazuli_lowering_test::twice.default", note="test")(lambda a: lz.mul(a, 2.0))
-    lib.define("twice(Tensor a) -> Tensor")
-    lib.impl("twice", lambda a: a * 2, "CompositeExplicitAutograd")
-    op = torch.ops.lazuli_lowering_test.twice.default
+def test_entry_of_an_op_another_module_registers_is_found_by_name():
+    # prims.fma exists only once torch._inductor is imported (its decompositions emit it); the
+    # table names overloads by their printed name, so its entry applies from then on.
+    import torch._inductor.decomposition  # noqa: F401
+    op = torch.ops.prims.fma.default
     x = torch.empty(3, device="meta")
-    assert lowering.why_not(op, (x,), {}) is None
-    assert lowering.lookup(op).note == "test"
-    assert any(r["op"] == "lazuli_lowering_test.twice.default" for r in lowering.supported_ops())
+    assert lowering.why_not(op, (x, x, x), {}) is None
+    assert any(r["op"] == "prims.fma.default" for r in lowering.supported_ops())
+
+
+def test_linear_relu_graph_lowers_and_matches_eager():
+    def f(x, w, b):
+        return torch.relu(torch.nn.functional.linear(x, w, b)).sum(1).mean()
+
+    args = (torch.randn(4, 3), torch.randn(5, 3), torch.randn(5))
+    gm = make_fx(f)(*args)
+    assert all(lowering.why_not_lowered(n) is None for n in gm.graph.nodes)
+    out = lowering.interpret(gm, *[lz.from_numpy(a.numpy()) for a in args])
+    np.testing.assert_allclose(out.item(), f(*args).item(), rtol=1e-6)
+
+
+def test_node_without_entry_is_known_before_tracing():
+    gm = make_fx(lambda x: torch.special.i0(x))(torch.randn(3))
+    reasons = [lowering.why_not_lowered(n) for n in gm.graph.nodes if n.op == "call_function"]
+    assert reasons == ["no lowering"]
+
+
+def test_supported_ops_are_the_cpp_tables_entries():
+    rows = lowering.supported_ops()
+    names = [e.name for e in _C._aten.entries()]
+    assert [r["op"] for r in rows] == names == sorted(names)
+    assert len(rows) >= 225
+    add = next(r for r in rows if r["op"] == "aten.add.Tensor")
+    assert add["dtypes"] == ["bool", "float32", "float64", "int32", "int64"]
+    assert add["conditions"] == "bool + bool is logical or"
+
+
+def _overload(name):
+    return lowering._overload(name)
+
+
+def test_view_and_in_place_flags_agree_with_pytorchs_schemas():
+    # An entry flagged view keeps 16-bit operands (its result aliases its input), one flagged
+    # mutating updates an argument: both must be what the op's schema says.
+    import torch._inductor.decomposition  # noqa: F401  (registers prims.fma)
+    wrong = []
+    for e in _C._aten.entries():
+        op = _overload(e.name)
+        assert op is not None, f"{e.name}: no such overload in this PyTorch"
+        if e.view != op.is_view or e.mutates != op._schema.is_mutable:
+            wrong.append(f"{e.name}: view {e.view}/{op.is_view}, mutates {e.mutates}/"
+                         f"{op._schema.is_mutable}")
+    assert not wrong, wrong
+
+
+def test_random_entries_are_flagged():
+    random = {e.name for e in _C._aten.entries() if e.random}
+    assert random == {"aten.native_dropout.default", "aten.bernoulli.p", "aten.rand_like.default"}
 
 
 def test_decompositions_keep_ops_the_table_lowers_whole():
@@ -133,7 +188,7 @@ _I = torch.tensor([[-7, 3], [5, -2]])
 _F = torch.tensor([[-1.5, 0.25], [2.0, 7.5]])
 _B = torch.tensor([[True, False], [True, True]])
 # Overloads no OpInfo graph reaches (PyTorch rewrites them into others before a graph exists),
-# each called directly: lowering_opinfo.NOT_IN_OPINFO names these.
+# each called directly: _opinfo.NOT_IN_OPINFO names these.
 DIRECT = {
     "all.dim": (lambda x: aten.all.dim(x, 1), _B),
     "all.dims": (lambda x: aten.all.dims(x, [0, 1], True), _B),
@@ -167,9 +222,9 @@ def test_overload_no_opinfo_reaches_matches_eager(name):
 
 
 def test_direct_cases_cover_the_opinfo_gaps():
-    from lazuli.torch import lowering_opinfo
-    gaps = {str(op).replace("aten.", "") for op, why in lowering_opinfo.NOT_IN_OPINFO.items()
-            if "test_lowering_table" in why}
+    from lazuli.torch import _opinfo
+    gaps = {name.replace("aten.", "") for name, why in _opinfo.NOT_IN_OPINFO.items()
+            if "test_aten_table" in why}
     assert gaps == set(DIRECT)
 
 
@@ -202,9 +257,9 @@ def test_flash_attention_and_its_backward_equal_eager(dtype, n_q, n_k, causal, m
     def lz_(t):
         return None if t is None else lz.from_numpy(np.array(t.numpy(), order="C"))
 
-    got = lowering.lookup(fw).fn(lz_(q), lz_(k), lz_(v), 0.0, causal, attn_mask=lz_(m), scale=scale)
-    got += lowering.lookup(bw).fn(lz_(grad), lz_(q), lz_(k), lz_(v), lz_(out), lz_(lse), 0.0,
-                                  causal, attn_mask=lz_(m), scale=scale)
+    got = lowering.lower(fw, (lz_(q), lz_(k), lz_(v), 0.0, causal), dict(attn_mask=lz_(m), scale=scale))
+    got += lowering.lower(bw, (lz_(grad), lz_(q), lz_(k), lz_(v), lz_(out), lz_(lse), 0.0, causal),
+                          dict(attn_mask=lz_(m), scale=scale))
     tol = dict(rtol=1e-5, atol=2e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-12)
     for name, g, w in zip(("out", "logsumexp", "grad_q", "grad_k", "grad_v"), got, want):
         torch.testing.assert_close(torch.from_numpy(np.array(g.numpy())), w, msg=name, **tol)
@@ -216,3 +271,20 @@ def test_attention_is_not_decomposed_so_its_backward_gets_the_logsumexp():
     assert aten._scaled_dot_product_flash_attention_for_cpu.default not in lowering.decompositions()
     assert lowering.why_not(aten._scaled_dot_product_flash_attention_for_cpu.default,
                             (torch.empty(1, 2, 3, 4),) * 3, {"dropout_p": 0.1}) == "dropout_p=0.1"
+
+
+def test_support_doc_lists_every_entry_with_its_dtypes_and_conditions():
+    # docs/torch-support.md is generated (tools/gen_torch_support.py) from the C++ table and an
+    # OpInfo run; an entry added, removed or changed without regenerating it fails here.
+    doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "torch-support.md"
+    listed = {}
+    for line in doc.read_text().splitlines():
+        m = re.match(r"\| `([^`]+)` \|[^|]*\|[^|]*\| ([^|]*) \| ([^|]*) \|", line)
+        if m:
+            listed[m[1]] = (m[2].split(), m[3].strip())
+    table = {r["op"]: r for r in lowering.supported_ops()}
+    stale = "docs/torch-support.md is stale: run tools/gen_torch_support.py"
+    assert sorted(listed) == sorted(table), stale
+    for op, row in table.items():
+        dtypes, note = listed[op]
+        assert dtypes == row["dtypes"] and note.startswith(row["conditions"]), f"{op}: {stale}"

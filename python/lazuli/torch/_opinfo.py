@@ -1,11 +1,12 @@
-"""Checks the lowering table against PyTorch's OpInfo database (op_db), the sample inputs PyTorch's
-own test suite runs every op on. Used by tests/python/torch_frontend/test_opinfo.py and
-tools/gen_torch_support.py; `python -m lazuli.torch.lowering_opinfo` prints a summary.
+"""Checks the ATen lowering table (C++, src/aten/) against PyTorch's OpInfo database (op_db), the
+sample inputs PyTorch's own test suite runs every op on. Used by
+tests/python/torch_frontend/test_opinfo.py and tools/gen_torch_support.py;
+`python -m lazuli.torch._opinfo` prints a summary.
 
 A case is one sample input of one OpInfo at one dtype, forward or backward. `check(case)` traces
-the op with make_fx (functionalized, decomposed with lowering.decompositions()), asks the table
+the op with make_fx (functionalized, decomposed with _aten.decompositions()), asks the table
 whether every node lowers (a node that does not is a fallback, not a failure), records the graph
-on Lazuli tensors with lowering.interpret, runs it, and compares the values with eager PyTorch
+on Lazuli tensors with _aten.interpret, runs it, and compares the values with eager PyTorch
 (torch.testing.assert_close at its default tolerances for the dtype; float16 and bfloat16 within
 a few 16-bit units, SIXTEEN_BIT_TOLERANCE says why). Backward is make_fx of a
 torch.func.vjp function, compared with the same function run eagerly.
@@ -23,8 +24,9 @@ import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import lazuli as lz
+from lazuli import _C
 
-from . import lowering
+from . import _aten
 
 DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64, torch.bool, torch.float16,
           torch.bfloat16)
@@ -85,7 +87,7 @@ TOLERANCES = {
 }
 
 # float16/bfloat16 results: within a few units in the last place (eps: 2^-10 and 2^-7) of eager's.
-# Both compute each ATen op in float32 and round once (lowering._in_float32), but the float32
+# Both compute each ATen op in float32 and round once (aten::lower, src/aten/table.h), but the float32
 # inside differs as it does for float32 ops (exp, log, the order of sums), and a 16-bit rounding
 # turns a float32 difference at a rounding boundary into a whole unit; where values cancel
 # (logit near 0.5, gradients), that unit is of the operands' scale, hence the absolute term.
@@ -124,10 +126,12 @@ def _tolerance(case, expected):
 
 # Entries no OpInfo sample reaches (with why); test_every_entry_is_exercised allows these.
 NOT_IN_OPINFO = {
-    lowering.aten.sym_size.int: "shapes under dynamic=True only",
-    lowering.aten.alias.default: "functionalized views of graph inputs only",
-    lowering.aten.lift_fresh_copy.default: "tensor constants in traced code only",
-    lowering.aten._unsafe_view.default: "aot_autograd's graphs only",
+    "aten.sym_size.int": "shapes under dynamic=True only",
+    "aten.alias.default": "functionalized views of graph inputs only",
+    "aten.lift_fresh_copy.default": "tensor constants in traced code only",
+    "aten._unsafe_view.default": "aot_autograd's graphs only",
+    "prims.fma.default": "inductor's decompositions of lerp and softmax_backward only; checked by "
+                         "test_lowering_training's optimizer steps",
 }
 # No sample's graph reaches these: PyTorch rewrites most into other overloads before any graph
 # exists (a Python scalar becomes the .Tensor overload, composites decompose at dispatch), and
@@ -137,20 +141,17 @@ for _name in ("all.dim", "all.dims", "arange.default", "arange.start", "bitwise_
               "copy.default", "div.Scalar_mode", "fill.Scalar", "fill.Tensor",
               "floor_divide.Scalar", "isfinite.default", "pow.Scalar", "remainder.Scalar_Tensor",
               "reshape.default", "rsub.Scalar", "rsub.Tensor", "lerp.Tensor"):
-    _packet, _overload = _name.split(".")
-    NOT_IN_OPINFO[getattr(getattr(lowering.aten, _packet), _overload)] = (
-        "no sample's graph has it; checked directly in test_lowering_table")
+    NOT_IN_OPINFO["aten." + _name] = "no sample's graph has it; checked directly in test_aten_table"
 # Random ops: their values are Lazuli's stream, not eager's (SKIP_OPINFOS skips their OpInfos;
 # a sample of another OpInfo whose graph draws from one, attention with dropout_p > 0, is skipped).
-RANDOM_ENTRIES = frozenset({lowering.aten.native_dropout.default, lowering.aten.bernoulli.p,
-                            lowering.aten.rand_like.default})
-for _op in RANDOM_ENTRIES:
-    NOT_IN_OPINFO[_op] = ("random: Lazuli's stream, not eager's; checked by statistics in "
-                          "test_compile_dropout")
+RANDOM_ENTRIES = frozenset(e.name for e in _C._aten.entries() if e.random)
+for _name in RANDOM_ENTRIES:
+    NOT_IN_OPINFO[_name] = ("random: Lazuli's stream, not eager's; checked by statistics in "
+                            "test_compile_dropout")
 # The foreach ops' OpInfos live outside op_db; the optimizers' steps exercise them.
-for _op in lowering.TABLE:
-    if _op.name().startswith("aten::_foreach_"):
-        NOT_IN_OPINFO[_op] = "not in op_db; checked by test_lowering_training's optimizer steps"
+for _e in _C._aten.entries():
+    if _e.name.startswith("aten._foreach_"):
+        NOT_IN_OPINFO[_e.name] = "not in op_db; checked by test_lowering_training's optimizer steps"
 
 
 @dataclasses.dataclass
@@ -168,7 +169,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        dt = lowering.dtype_name(self.dtype)
+        dt = _aten.dtype_name(self.dtype)
         return (f"{self.name}-{dt}-{self.index}" + ("-grad" if self.backward else "") +
                 ("" if self.decompose else "-whole"))
 
@@ -184,12 +185,16 @@ class Result:
         return self.fallback is None and self.error is None
 
 
+def _base(name):
+    """"aten._softmax.default" -> "_softmax"."""
+    return name.split(".")[1]
+
+
 def _table_bases():
     bases = set()
-    for op in lowering.TABLE:
-        base = op.name().split("::")[-1].split(".")[0]
-        bases.add(base)
-        bases.add(base.lstrip("_"))
+    for e in _C._aten.entries():
+        bases.add(_base(e.name))
+        bases.add(_base(e.name).lstrip("_"))
     return bases
 
 
@@ -261,12 +266,11 @@ def _whole_opinfos():
     """OpInfos named after an entry that decompositions() takes apart (sum.default, t,
     threshold_backward...): their first sample per dtype is also traced without decompositions,
     so those entries, which a front end without aot_autograd sees, are checked too."""
-    table = lowering.decompositions()
+    table = _aten.decompositions()
     bases = set()
-    for op in lowering.TABLE:
-        if op in table:
-            base = op.name().split("::")[-1].split(".")[0]  # name() has the overload
-            bases.update({base, base.lstrip("_")})
+    for e in _C._aten.entries():
+        if _aten._overload(e.name) in table:
+            bases.update({_base(e.name), _base(e.name).lstrip("_")})
     return {id(op) for op in opinfos()
             if {op.name, op.name.split(".")[-1], op.aten_name} & bases or op.name in WHOLE_EXTRA}
 
@@ -287,7 +291,7 @@ def _to_torch(t):
 def _describe(case):
     def d(x):
         if isinstance(x, torch.Tensor):
-            return f"{lowering.dtype_name(x.dtype)}{list(x.shape)}"
+            return f"{_aten.dtype_name(x.dtype)}{list(x.shape)}"
         if isinstance(x, (list, tuple)):
             return "[" + ", ".join(d(v) for v in x) + "]"
         return repr(x)
@@ -386,24 +390,24 @@ def check(case) -> Result:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            table = lowering.decompositions() if case.decompose else {}
+            table = _aten.decompositions() if case.decompose else {}
             gm = make_fx(torch.func.functionalize(fn), table, tracing_mode="real")(*inputs)
     except Exception as e:  # noqa: BLE001
         return Result(set(), fallback=f"not traceable ({type(e).__name__})")
     used = set()
     for node in gm.graph.nodes:
-        reason = lowering.why_not_lowered(node)
+        reason = _aten.why_not_lowered(node)
         if reason is not None:
             whole = "" if case.decompose else " (traced without decompositions)"
             return Result(set(), fallback=f"{node.target}: {reason}{whole}")
-        if node.op == "call_function" and node.target in lowering.TABLE:
-            used.add(node.target)
+        if node.op == "call_function" and _aten.entry(node.target) is not None:
+            used.add(str(node.target))
     if used & RANDOM_ENTRIES:
-        names = ", ".join(sorted(str(op) for op in used & RANDOM_ENTRIES))
+        names = ", ".join(sorted(used & RANDOM_ENTRIES))
         return Result(set(), fallback=f"random ({names}): Lazuli's stream, not eager's")
     where = f"{case.id}: {_describe(case)}"
     try:
-        got = lowering.interpret(gm, *[_to_lz(t) for t in inputs])
+        got = _aten.interpret(gm, *[_to_lz(t) for t in inputs])
         got_leaves = pytree.tree_leaves(got)
         lz_leaves = [g for g in got_leaves if isinstance(g, lz.Tensor)]
         if lz_leaves:

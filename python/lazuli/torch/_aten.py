@@ -1,0 +1,355 @@
+"""The torch side of the ATen lowering table (src/aten/table.h, bound as ``lazuli._C._aten``).
+
+The table itself is C++: it is the one place an ATen op is taught to Lazuli, and both PyTorch
+front ends use it. This module only converts: torch values into the table's neutral form
+(FakeTensors and metas into ``TensorMeta``, torch dtypes into Lazuli's, devices and layouts by
+name), an overload's arguments into schema order with the schema's defaults, and it interprets an
+ATen FX graph by asking the table of each node:
+
+- ``why_not_lowered(node)``: None when the table lowers the node, else why not (the bridge
+  partitions with it before tracing, so an unsupported node is known up front);
+- ``interpret(gm, *args)``: records the graph on Lazuli tensors, node by node through
+  ``lower()``, checking each result against the graph's metadata.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from typing import Any, Dict, List, Optional
+
+import torch
+
+import lazuli as lz
+from lazuli import _C
+
+_A = _C._aten
+
+# Dtypes Lazuli has, both ways.
+TORCH_TO_LZ = {
+    torch.float32: lz.float32,
+    torch.float64: lz.float64,
+    torch.int32: lz.int32,
+    torch.int64: lz.int64,
+    torch.bool: lz.bool,
+    torch.float16: lz.float16,
+    torch.bfloat16: lz.bfloat16,
+}
+LZ_TO_TORCH = {int(v): k for k, v in TORCH_TO_LZ.items()}
+
+
+def dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+# ---- torch values in the table's neutral form ----------------------------------------------------
+
+def _size(s) -> int:
+    """A size: an int, or a SymInt's hint (deciding whether a node lowers must not guard on it)."""
+    if isinstance(s, torch.SymInt):
+        hint = s.node.hint
+        return int(hint) if hint is not None else 0
+    return int(s)
+
+
+def _meta(t: torch.Tensor):
+    dt = TORCH_TO_LZ.get(t.dtype)
+    reason = "" if dt is not None else f"dtype {dtype_name(t.dtype)} not supported"
+    if t.device.type not in ("cpu", "meta"):
+        reason = f"device {t.device}"
+    elif t.layout != torch.strided:
+        reason = f"layout {t.layout}"
+    return _A.TensorMeta(dt, [_size(s) for s in t.shape], reason)
+
+
+_PLAIN = (int, float, bool, str, type(None), lz.Tensor)
+
+
+def neutral(v):
+    """`v` (an argument of an ATen call: Lazuli tensors, torch metas, numbers, torch dtypes...)
+    in the neutral form the table reads."""
+    if isinstance(v, _PLAIN):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [neutral(x) for x in v]
+    if isinstance(v, torch.Tensor):
+        return _meta(v)
+    if isinstance(v, torch.dtype):
+        dt = TORCH_TO_LZ.get(v)
+        return dt if dt is not None else _A.Foreign("dtype", dtype_name(v))
+    if isinstance(v, torch.SymInt):
+        return _size(v)
+    if isinstance(v, torch.SymFloat):
+        hint = v.node.hint
+        return float(hint) if hint is not None else 0.0
+    if isinstance(v, torch.SymBool):
+        hint = v.node.hint
+        return bool(hint) if hint is not None else False
+    if isinstance(v, torch.device):
+        return _A.Foreign("device", str(v))
+    if isinstance(v, torch.layout):
+        return _A.Foreign("layout", str(v))
+    if isinstance(v, torch.memory_format):
+        return _A.Foreign("memory_format", str(v))
+    if isinstance(v, torch.Generator):
+        return "<generator>"  # conditions refuse any generator (is it None?)
+    raise TypeError(f"lazuli.torch: an ATen argument of type {type(v).__name__} ({v!r})")
+
+
+_NO_DEFAULT = object()
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_arguments(target):
+    """Per schema argument: (name, kwarg_only, default or _NO_DEFAULT)."""
+    out = []
+    for a in target._schema.arguments:
+        default = a.default_value if a.has_default_value() else _NO_DEFAULT
+        out.append((a.name, a.kwarg_only, default))
+    return tuple(out)
+
+
+def normalize(target, args, kwargs) -> list:
+    """An overload's arguments in schema order, each given or its default (None for an omitted
+    optional argument without one)."""
+    out = list(args)
+    for i, (name, _, default) in enumerate(_schema_arguments(target)):
+        if i < len(args):
+            continue
+        if name in kwargs:
+            out.append(kwargs[name])
+        else:
+            out.append(None if default is _NO_DEFAULT else default)
+    return out
+
+
+# ---- the table ------------------------------------------------------------------------------------
+
+_ENTRIES: Dict[Any, Any] = {}
+
+
+def entry(target):
+    """The table's entry for an overload (an OpOverload), or None."""
+    try:
+        return _ENTRIES[target]
+    except KeyError:
+        e = _ENTRIES[target] = _A.find(str(target)) if isinstance(target, torch._ops.OpOverload) else None
+        return e
+
+
+def why_not(target, args, kwargs) -> Optional[str]:
+    """None when the table lowers `target` applied to these arguments (torch tensors or metas in
+    tensor positions), else why not, in a few words."""
+    e = entry(target)
+    if e is None:
+        return "no lowering"
+    return e.why_not(neutral(normalize(target, args, kwargs)))
+
+
+def lower(target, args, kwargs, result_dtypes=None, call=None, user_op=""):
+    """Records `target` applied to `args` (Lazuli tensors in tensor positions) through the table
+    and returns its result (a Lazuli tensor, a number, None, or a tuple of them).
+    result_dtypes: eager's Lazuli dtype per tensor result, where known; call: a _C._aten.Call
+    whose key random draws come from; user_op: what run-time errors name."""
+    return entry(target).lower(neutral(normalize(target, args, kwargs)), result_dtypes, call,
+                               user_op)
+
+
+# Python functions on sizes (SymInts under dynamic shapes) that appear in ATen graphs between
+# ATen calls; interpret evaluates them on the concrete values.
+SIZE_FUNCTIONS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
+    operator.neg, operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
+    operator.ge, operator.and_, operator.or_, operator.not_, max, min, abs,
+})
+
+
+def _val(a):
+    if isinstance(a, torch.fx.Node):
+        return a.meta.get("val", a.meta.get("example_value"))
+    return a
+
+
+def _tensors(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+
+
+def why_not_lowered(node: "torch.fx.Node") -> Optional[str]:
+    """The same question about an FX node of an ATen graph (after aot_autograd), read from the
+    `val` metadata of its inputs and outputs; None when it lowers."""
+    if node.op == "get_attr":  # a tensor constant: copied into Lazuli by interpret
+        val = _val(node)
+        if isinstance(val, torch.Tensor) and val.dtype not in TORCH_TO_LZ:
+            return f"constant of dtype {dtype_name(val.dtype)}"
+        return None
+    if node.op != "call_function" or node.target is operator.getitem:
+        return None
+    if node.target in SIZE_FUNCTIONS:
+        return None
+    if not isinstance(node.target, torch._ops.OpOverload):
+        return "not an ATen overload"
+    args = torch.fx.node.map_aggregate(node.args, _val)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, _val)
+    reason = why_not(node.target, args, kwargs)
+    if reason is None:
+        for t in _tensors(_val(node)):  # an output dtype Lazuli lacks (a cast to int16)
+            if t.dtype not in TORCH_TO_LZ:
+                return f"result dtype {dtype_name(t.dtype)} not supported"
+    return reason
+
+
+def supported_ops() -> List[dict]:
+    """The overloads the table lowers, with their conditions: a list of dicts, sorted by name."""
+    return [{"op": e.name, "dtypes": sorted(d.name for d in e.dtypes), "conditions": e.note}
+            for e in _A.entries()]
+
+
+def uses_random(gm: "torch.fx.GraphModule") -> bool:
+    """Whether a graph has a node that draws random numbers (the bridge then gives it a key)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            e = entry(n.target)
+            if e is not None and e.random:
+                return True
+    return False
+
+
+def eager_error_type(target, detail: str) -> type:
+    """The exception type eager PyTorch raises where `target` failed as Lazuli's `detail` says."""
+    if "out of range" in detail and _A.raises_index_error(str(target)):
+        return IndexError
+    return RuntimeError
+
+
+# ---- decompositions -----------------------------------------------------------------------------
+
+def _overload(name):
+    """"aten.std_mean.correction" -> the OpOverload, or None where this torch lacks it."""
+    namespace, base, overload = name.split(".")
+    packet = getattr(getattr(torch.ops, namespace), base, None)
+    return getattr(packet, overload, None) if packet is not None else None
+
+
+@functools.lru_cache(maxsize=None)
+def _decomposition_table():
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    for name in _A.kept_whole():
+        table.pop(_overload(name), None)
+    extra = [op for op in map(_overload, _A.extra_decompositions())
+             if op is not None and _A.find(str(op)) is None]
+    table.update(get_decompositions(extra))
+    return table
+
+
+def decompositions():
+    """The decomposition table for aot_autograd / make_fx: PyTorch's core ATen decompositions,
+    less those the table keeps whole, plus the table's extras (src/aten/table.cpp). A new dict
+    each call (callers may add to theirs)."""
+    return dict(_decomposition_table())
+
+
+# ---- interpreting an ATen graph -------------------------------------------------------------------
+
+class LoweringMismatch(RuntimeError):
+    """An entry produced a result whose dtype or shape differs from the FX graph's metadata (what
+    eager PyTorch gives): a bug in the entry, caught before anything runs."""
+
+
+def _check_result(node, value):
+    expected = _val(node)
+    if expected is None:
+        return
+    got = value if isinstance(value, (list, tuple)) else (value,)
+    want = expected if isinstance(expected, (list, tuple)) else (expected,)
+    for g, w in zip(got, want):
+        if not isinstance(w, torch.Tensor) or not isinstance(g, lz.Tensor):
+            continue
+        shape = tuple(int(s) if isinstance(s, int) else s for s in w.shape)
+        if LZ_TO_TORCH.get(int(g.dtype)) != w.dtype or (
+                all(isinstance(s, int) for s in shape) and tuple(g.shape) != shape):
+            raise LoweringMismatch(
+                f"lazuli: the lowering of {node.target} (node {node.name}) gave "
+                f"{g.dtype} {tuple(g.shape)}, PyTorch gives {dtype_name(w.dtype)} {shape}")
+
+
+def _result_dtypes(node):
+    """Eager's Lazuli dtype per tensor result of `node` (None elsewhere), from its metadata."""
+    val = _val(node)
+    if val is None:
+        return None
+    vals = val if isinstance(val, (list, tuple)) else (val,)
+    return [TORCH_TO_LZ.get(v.dtype) if isinstance(v, torch.Tensor) else None for v in vals]
+
+
+def to_lazuli_constant(value: torch.Tensor):
+    """A tensor constant of a graph copied into a Lazuli tensor."""
+    import numpy as np
+    value = value.detach().cpu()
+    if value.dtype == torch.bfloat16:  # numpy has no bfloat16: through float32, exactly
+        return lz.from_numpy(np.array(value.float().numpy(), order="C")).to(lz.bfloat16)
+    return lz.from_numpy(np.array(value.numpy(), order="C"))
+
+
+def _constant(gm, node):
+    """A tensor constant of the graph (get_attr), copied into a Lazuli tensor."""
+    value = gm
+    for part in node.target.split("."):
+        value = getattr(value, part)
+    return to_lazuli_constant(value) if isinstance(value, torch.Tensor) else value
+
+
+def user_op_name(node) -> str:
+    """The name Lazuli's run-time errors give the ops recorded for `node` (src/ir/origin.h):
+    "aten.gather.default (node %gather_1)"; node_of_error finds the node again from it."""
+    return f"{node.target} (node %{node.name})"
+
+
+def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.fx.Node"]:
+    """The node of `gm` a Lazuli run-time error message names (user_op_name), or None."""
+    for name in re.findall(r"\(node %([A-Za-z0-9_]+)\)", message):
+        for node in gm.graph.nodes:
+            if node.name == name:
+                return node
+    return None
+
+
+def interpret(gm: "torch.fx.GraphModule", *args, call=None):
+    """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
+    tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
+    output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Each
+    result is checked against the node's metadata (dtype, shape) where the graph has it
+    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in. An op that fails
+    when the program runs names its node (user_op_name). `call`: a _C._aten.Call whose key the
+    graph's random draws come from (else the device's RNG)."""
+    env = {}
+    it = iter(args)
+
+    def load(a):
+        return env[a] if isinstance(a, torch.fx.Node) else a
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(it)
+        elif node.op == "call_function":
+            a = torch.fx.node.map_aggregate(node.args, load)
+            kw = torch.fx.node.map_aggregate(node.kwargs, load)
+            if node.target is operator.getitem or node.target in SIZE_FUNCTIONS:
+                env[node] = node.target(*a, **kw)
+                continue
+            if entry(node.target) is None:
+                raise NotImplementedError(f"lazuli: no lowering for {node.target} (node {node.name})")
+            env[node] = lower(node.target, a, kw, _result_dtypes(node), call, user_op_name(node))
+            _check_result(node, env[node])
+        elif node.op == "get_attr":
+            env[node] = _constant(gm, node)
+        elif node.op == "output":
+            return torch.fx.node.map_aggregate(node.args[0], load)
+        else:
+            raise NotImplementedError(f"lazuli: FX node kind {node.op} ({node.name})")
+    return None
