@@ -38,7 +38,7 @@ void add_reductions(TableBuilder& b);  // entries_reduce.cpp: reductions, softma
 void add_shape(TableBuilder& b);       // entries_shape.cpp: views, joins, creation, copies
 void add_indexing(TableBuilder& b);    // entries_indexing.cpp: index, gather, scatter, embedding
 void add_foreach(TableBuilder& b);     // entries_foreach.cpp: the optimizers' _foreach_*, lerp
-void add_nn(TableBuilder& b);          // entries_nn.cpp: convolution, pooling, attention
+void add_nn(TableBuilder& b);          // entries_nn.cpp: convolution, pooling, losses, attention
 void add_random(TableBuilder& b);      // entries_random.cpp: dropout, bernoulli, rand_like
 void add_ordering(TableBuilder& b);    // entries_ordering.cpp: sort, topk, cumsum, cumprod
 

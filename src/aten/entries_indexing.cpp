@@ -68,6 +68,11 @@ Arg scatter_add_entry(const Args& a, Call&) {
   const Tensor& x = a[0].tensor();
   const Tensor& index = a[2].tensor();
   if (index.numel() == 0) return x.clone();
+  if (x.dim() == 0) {  // a 0-d self takes a 1-element index and source (gather's gradient)
+    Tensor one = scatter_add(reshape(x, {1}), 0, as_index(reshape(index, {-1})),
+                             reshape(a[3].tensor(), {-1}).slice(0, 0, 1));
+    return reshape(one, {});
+  }
   int64_t dim = wrap(a[1].to_int(), x.dim());
   return scatter_add(x, dim, as_index(index), cut_to(a[3].tensor(), index.shape()));
 }

@@ -1,7 +1,10 @@
-// Table entries: convolution, pooling, scaled dot-product attention (aten/table.h).
+// Table entries: convolution, pooling, losses, batch norm, embedding's backward, scaled dot-product
+// attention (aten/table.h).
 //
-// Convolution and pooling go through lz::nn (one or two spatial dims). Batch norm, group norm and
-// adaptive average pooling reach Lazuli through their decompositions into means and variances.
+// Convolution and pooling go through lz::nn (one or two spatial dims). Group norm reaches Lazuli
+// through its decomposition into means and variances. The losses, batch norm and their backward
+// ops are what eager's autograd dispatches (the lazy device); a graph decomposed with the core
+// decompositions has their formulas instead.
 //
 // On the CPU, F.scaled_dot_product_attention reaches aot_autograd's graphs as
 // _scaled_dot_product_flash_attention_for_cpu, returning the output and the row-wise logsumexp of
@@ -160,6 +163,331 @@ Arg avg_pool2d_backward_entry(const Args& a, Call&) {
                                  a[4].ints(2), a[5].to_bool(), a[6].to_bool(), optional_int(a[7]));
 }
 
+// adaptive average pooling: each output cell averages input positions
+// [floor(i * in / out), ceil((i + 1) * in / out)) of each spatial dim.
+std::optional<std::string> adaptive_pool_input_refused(const Arg& input) {
+  int64_t d = input.tensor_dim();
+  if (d != 3 && d != 4) return std::to_string(d) + "-D input";
+  return std::nullopt;
+}
+
+std::optional<std::string> adaptive_pool_when(const Args& a) {
+  if (auto r = adaptive_pool_input_refused(a[0])) return r;
+  for (int64_t s : a[1].ints(2)) {
+    if (s <= 0) return "an output size of " + std::to_string(s);
+  }
+  return std::nullopt;
+}
+
+// The forward's averaging along one dim, as an [out, in] matrix.
+Tensor adaptive_matrix(int64_t in, int64_t out, DType dtype) {
+  std::vector<double> m(static_cast<size_t>(in * out), 0.0);
+  for (int64_t i = 0; i < out; ++i) {
+    int64_t start = (i * in) / out, end = ((i + 1) * in + out - 1) / out;
+    for (int64_t j = start; j < end; ++j) {
+      m[static_cast<size_t>(i * in + j)] = 1.0 / static_cast<double>(end - start);
+    }
+  }
+  return tensor<double>(m, {out, in}).to(dtype);
+}
+
+// _adaptive_avg_pool2d_backward(grad_output, self): each output cell's gradient spread evenly
+// over its window.
+Arg adaptive_avg_pool2d_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Shape& in = a[1].tensor().shape();
+  const int64_t r = static_cast<int64_t>(in.size());
+  const int64_t h = in[r - 2], w = in[r - 1];
+  const int64_t oh = grad.shape()[r - 2], ow = grad.shape()[r - 1];
+  if (oh == 1 && ow == 1) return broadcast_to(div(div(grad, h), w), in);
+  if (h % oh == 0 && w % ow == 0) {
+    IntList k = {h / oh, w / ow};
+    return nn::avg_pool_input_grad(grad, in, k, k, {0, 0}, false, true);
+  }
+  Tensor g = grad;  // the forward's averaging matrices, transposed, one spatial dim at a time
+  for (int64_t d = r - 2; d < r; ++d) {
+    Tensor m = adaptive_matrix(in[d], grad.shape()[d], grad.dtype());
+    g = transpose(matmul(transpose(g, d, -1), m), d, -1);
+  }
+  return g;
+}
+
+// ---- losses -------------------------------------------------------------------------------------
+
+// ATen's reduction argument: 0 none, 1 mean, 2 sum.
+std::optional<std::string> reduction_refused(const Arg& reduction) {
+  int64_t r = reduction.to_int();
+  if (r < 0 || r > 2) return "reduction " + std::to_string(r);
+  return std::nullopt;
+}
+
+const char* reduction_name(const Arg& reduction) {
+  static const char* names[] = {"none", "mean", "sum"};
+  return names[reduction.to_int()];
+}
+
+// nll_loss_forward(self, target, weight, reduction, ignore_index) and nll_loss_backward(
+// grad_output, self, target, weight, reduction, ignore_index, total_weight): self [N, C] or [C],
+// int64 class indices [N] or [].
+std::optional<std::string> nll_loss_when(const Arg& self, const Arg& target, const Arg& weight,
+                                         const Arg& reduction) {
+  DType x = dtype_of(self);
+  if (!is_floating(x)) return "input of dtype " + std::string(dtype_name(x));
+  if (self.tensor_dim() != 1 && self.tensor_dim() != 2) {
+    return std::to_string(self.tensor_dim()) + "-D input";
+  }
+  if (DType t = dtype_of(target); t != DType::Int64) {
+    return "target of dtype " + std::string(dtype_name(t));
+  }
+  if (!weight.is_none() && dtype_of(weight) != x) {
+    return "a " + std::string(dtype_name(dtype_of(weight))) + " weight";
+  }
+  return reduction_refused(reduction);
+}
+
+// weight[target] where the target is not ignored, else 0 (1 for each target without a weight).
+Tensor target_weights(const Tensor& target, const Tensor& keep, const Arg& weight, DType dtype) {
+  if (weight.is_none()) return keep.to(dtype);
+  Tensor safe = where(keep, target, 0);
+  Tensor w = reshape(index_select(weight.tensor(), 0, reshape(safe, {-1})), target.shape());
+  return where(keep, w, zeros({}, dtype));
+}
+
+// (output, total_weight): the total weight is the sum of weight[target] over the targets not
+// ignored, and 0 for a 2-D input's "none" reduction, as eager.
+Arg nll_loss_forward_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& target = a[1].tensor();
+  const int64_t ignore_index = a[4].to_int();
+  Tensor out = nn::nll_loss(x, target, optional_tensor(a[2]), ignore_index, reduction_name(a[3]));
+  Tensor total;
+  if (a[3].to_int() == 0 && x.dim() == 2) {
+    total = zeros({}, x.dtype());
+  } else {
+    total = sum(target_weights(target, ne(target, ignore_index), a[2], x.dtype()));
+  }
+  return std::vector<Arg>{out, total};
+}
+
+// -weight[target] * grad at each sample's target class (grad / total_weight for "mean"), 0
+// elsewhere and for ignored targets.
+Arg nll_loss_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  const Tensor& target = a[2].tensor();
+  const int64_t classes = x.shape().back();
+  Tensor keep = ne(target, a[5].to_int());
+  Tensor coef = neg(grad);
+  if (a[4].to_int() == 1) coef = div(coef, a[6].tensor());
+  if (!a[3].is_none()) coef = mul(target_weights(target, keep, a[3], x.dtype()), coef);
+  Tensor per_sample = where(keep, coef, zeros({}, x.dtype()));
+  Tensor classes_iota = arange(0, classes, 1, DType::Int64);
+  Tensor safe = where(keep, target, 0);
+  if (x.dim() == 2) {
+    Tensor hit = eq(reshape(classes_iota, {1, classes}), unsqueeze(safe, 1));
+    return where(hit, unsqueeze(per_sample, 1), zeros({}, x.dtype()));
+  }
+  return where(eq(classes_iota, safe), per_sample, zeros({}, x.dtype()));
+}
+
+std::optional<std::string> mse_loss_when(const Arg& reduction) {
+  return reduction_refused(reduction);
+}
+
+// mse_loss(self, target, reduction)
+Arg mse_loss_entry(const Args& a, Call&) {
+  DType dt = promote({&a[0], &a[1]});
+  return nn::mse_loss(cast(operand(a[0]), dt).tensor(), cast(operand(a[1]), dt).tensor(),
+                      reduction_name(a[2]));
+}
+
+// mse_loss_backward(grad_output, self, target, reduction): norm * (self - target) * grad, norm 2
+// (2 / self's numel for "mean").
+Arg mse_loss_backward_entry(const Args& a, Call&) {
+  DType dt = promote({&a[0], &a[1], &a[2]});
+  Operand grad = cast(operand(a[0]), dt), x = cast(operand(a[1]), dt), t = cast(operand(a[2]), dt);
+  double norm = 2.0;
+  if (a[3].to_int() == 1) norm /= static_cast<double>(a[1].tensor_numel());
+  return mul(mul(sub(x, t), norm), grad);
+}
+
+// ---- batch norm ---------------------------------------------------------------------------------
+
+// The dims batch norm reduces (all but the channels, dim 1) and the [1, C, 1...] shape its
+// per-channel values broadcast in.
+struct ChannelDims {
+  IntList reduce, broadcast;
+  int64_t count = 1;  // elements per channel
+};
+ChannelDims channel_dims(const Tensor& x) {
+  ChannelDims c;
+  c.broadcast.assign(static_cast<size_t>(x.dim()), 1);
+  c.broadcast[1] = x.shape()[1];
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (d == 1) continue;
+    c.reduce.push_back(d);
+    c.count *= x.shape()[static_cast<size_t>(d)];
+  }
+  return c;
+}
+
+Tensor in_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
+// The dtype of batch norm's statistics and parameter gradients: the parameters' (float32 beside
+// a 16-bit input in eager's mixed-type kernels), else the input's.
+DType parameter_dtype(const Tensor& x, std::initializer_list<const Arg*> params) {
+  for (const Arg* p : params) {
+    if (!p->is_none()) return p->tensor().dtype();
+  }
+  return x.dtype();
+}
+
+bool has_16_bit(const Args& a) {
+  for (const Arg& t : a) {
+    if (t.is_tensor() && is_reduced_float(t.tensor().dtype())) return true;
+  }
+  return false;
+}
+
+// native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps).
+std::optional<std::string> batch_norm_when(const Args& a) {
+  if (a[0].tensor_dim() < 2) return std::to_string(a[0].tensor_dim()) + "-D input";
+  const bool training = a[5].to_bool();
+  if (!training && (a[3].is_none() || a[4].is_none())) {
+    return "inference without running statistics";
+  }
+  if (training) {
+    for (const Arg* stat : {&a[3], &a[4]}) {
+      if (!stat->is_none() && is_reduced_float(dtype_of(*stat))) {
+        return "16-bit running statistics in training (updated in place, and lower() computes "
+               "in float32 copies)";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// (output, save_mean, save_invstd). Training normalizes with the batch's statistics (the
+// variance biased) and, as eager's kernel, updates running_mean and running_var in place although
+// the schema does not mark them (the variance unbiased). lz::nn::batch_norm gives the output
+// alone: the statistics the backward reads are computed here once. Inference returns empty
+// statistics, as eager's CPU kernel.
+Arg native_batch_norm_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  Tensor weight = optional_tensor(a[1]), bias = optional_tensor(a[2]);
+  Tensor running_mean = optional_tensor(a[3]), running_var = optional_tensor(a[4]);
+  const double momentum = a[6].to_double(), eps = a[7].to_double();
+  const DType stat_dtype = parameter_dtype(x, {&a[1], &a[2], &a[3], &a[4]});
+  if (!a[5].to_bool()) {
+    Tensor out = nn::batch_norm(x, running_mean, running_var, weight, bias, false, momentum, eps);
+    return std::vector<Arg>{in_dtype(out, x.dtype()), zeros({0}, stat_dtype),
+                            zeros({0}, stat_dtype)};
+  }
+  ChannelDims c = channel_dims(x);
+  Tensor mean = lz::mean(x, c.reduce, true);
+  Tensor centered = sub(x, mean);
+  Tensor var = lz::mean(mul(centered, centered), c.reduce, true);
+  Tensor invstd = rsqrt(add(var, eps));
+  Tensor out = mul(centered, invstd);
+  if (weight.defined()) out = mul(out, reshape(weight, c.broadcast));
+  if (bias.defined()) out = add(out, reshape(bias, c.broadcast));
+  // lower() first records an entry on 16-bit operands to learn its result dtypes and drops that
+  // recording: the running statistics are updated by the recording that runs.
+  if (!has_16_bit(a)) {
+    const IntList channels = {x.shape()[1]};
+    if (running_mean.defined()) {
+      running_mean.copy_(
+          add(mul(running_mean, 1.0 - momentum), mul(reshape(mean, channels), momentum)));
+    }
+    if (running_var.defined()) {
+      const double unbias = static_cast<double>(c.count) / static_cast<double>(c.count - 1);
+      running_var.copy_(
+          add(mul(running_var, 1.0 - momentum), mul(reshape(var, channels), momentum * unbias)));
+    }
+  }
+  return std::vector<Arg>{in_dtype(out, x.dtype()),
+                          in_dtype(reshape(mean, {x.shape()[1]}), stat_dtype),
+                          in_dtype(reshape(invstd, {x.shape()[1]}), stat_dtype)};
+}
+
+// native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+// save_invstd, train, eps, output_mask).
+std::optional<std::string> batch_norm_backward_when(const Args& a) {
+  if (a[1].tensor_dim() < 2) return std::to_string(a[1].tensor_dim()) + "-D input";
+  if (a[7].to_bool() ? (a[5].is_none() || a[6].is_none()) : (a[3].is_none() || a[4].is_none())) {
+    return "no statistics";
+  }
+  return std::nullopt;
+}
+
+// As eager's CPU kernel, per channel over the other dims: with s = sum(dy) and
+// p = sum((x - mean) dy), training gives dx = (dy - s / n - (x - mean) p invstd^2 / n) invstd w,
+// inference dx = dy invstd w; dweight = p invstd, dbias = s.
+Arg native_batch_norm_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  Tensor weight = optional_tensor(a[2]);
+  const bool train = a[7].to_bool();
+  const std::vector<Arg>& mask = a[9].list();
+  ChannelDims c = channel_dims(x);
+  Tensor mean, invstd;
+  if (train) {
+    mean = reshape(a[5].tensor(), c.broadcast);
+    invstd = reshape(a[6].tensor(), c.broadcast);
+  } else {
+    mean = reshape(a[3].tensor(), c.broadcast);
+    invstd = rsqrt(add(reshape(a[4].tensor(), c.broadcast), a[8].to_double()));
+  }
+  Tensor centered = sub(x, mean);
+  Tensor grad_sum = sum(grad, c.reduce, true);
+  Tensor dot = sum(mul(grad, centered), c.reduce, true);
+  const double n = static_cast<double>(c.count);
+  const DType param_dtype = weight.defined() ? weight.dtype() : x.dtype();
+  Tensor grad_input, grad_weight, grad_bias;
+  if (mask[0].to_bool()) {
+    Tensor scale = weight.defined() ? mul(invstd, reshape(weight, c.broadcast)) : invstd;
+    if (train) {
+      Tensor proj = mul(centered, div(mul(mul(dot, invstd), invstd), n));
+      grad_input = mul(sub(sub(grad, div(grad_sum, n)), proj), scale);
+    } else {
+      grad_input = mul(grad, scale);
+    }
+    grad_input = in_dtype(grad_input, x.dtype());
+  }
+  const IntList channels = {x.shape()[1]};
+  if (mask[1].to_bool()) grad_weight = in_dtype(reshape(mul(dot, invstd), channels), param_dtype);
+  if (mask[2].to_bool()) grad_bias = in_dtype(reshape(grad_sum, channels), param_dtype);
+  return std::vector<Arg>{grad_input, grad_weight, grad_bias};
+}
+
+// ---- embedding ----------------------------------------------------------------------------------
+
+std::optional<std::string> embedding_backward_when(const Args& a) {
+  DType g = dtype_of(a[0]), i = dtype_of(a[1]);
+  if (!is_floating(g)) return "gradient of dtype " + std::string(dtype_name(g));
+  if (i != DType::Int64 && i != DType::Int32)
+    return "indices of dtype " + std::string(dtype_name(i));
+  return std::nullopt;
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+// each index's gradient row added into its weight row (none into padding_idx's), divided by the
+// index's count first when scale_grad_by_freq.
+Arg embedding_dense_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor indices = reshape(a[1].tensor().to(DType::Int64), {-1});
+  const int64_t rows = a[2].to_int(), n = indices.shape()[0];
+  const int64_t dim = grad.shape().back();
+  Tensor g = reshape(grad, {n, dim});
+  if (a[4].to_bool()) {
+    Tensor counts = scatter_add(zeros({rows}, grad.dtype()), 0, indices, ones({n}, grad.dtype()));
+    g = div(g, unsqueeze(index_select(counts, 0, indices), 1));
+  }
+  g = where(unsqueeze(eq(indices, a[3].to_int()), 1), zeros({}, grad.dtype()), g);
+  Tensor at = broadcast_to(unsqueeze(indices, 1), {n, dim});
+  return scatter_add(zeros({rows, dim}, grad.dtype()), 0, at, g);
+}
+
 // ---- attention ----------------------------------------------------------------------------------
 
 // The arguments both directions share.
@@ -264,6 +592,38 @@ void add_nn(TableBuilder& b) {
         {.when = [](const Args& a) { return pool_when_kernel(a[1]); }});
   b.add({"aten.avg_pool2d_backward.default"}, kFloats, avg_pool2d_backward_entry,
         {.when = [](const Args& a) { return pool_when_kernel(a[2]); }});
+  b.add({"aten._adaptive_avg_pool2d.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg {
+          return nn::adaptive_avg_pool2d(a[0].tensor(), a[1].ints(2));
+        },
+        {.when = adaptive_pool_when, .note = "3-D and 4-D inputs (lz::nn::adaptive_avg_pool2d)"});
+  b.add({"aten._adaptive_avg_pool2d_backward.default"}, kFloats, adaptive_avg_pool2d_backward_entry,
+        {.when = [](const Args& a) { return adaptive_pool_input_refused(a[1]); },
+         .note = "3-D and 4-D inputs"});
+
+  b.add({"aten.nll_loss_forward.default"}, kFloats | DTypeSet{DType::Int64}, nll_loss_forward_entry,
+        {.when = [](const Args& a) { return nll_loss_when(a[0], a[1], a[2], a[3]); },
+         .note = "(output, total_weight); int64 targets (lz::nn::nll_loss)"});
+  b.add({"aten.nll_loss_backward.default"}, kFloats | DTypeSet{DType::Int64},
+        nll_loss_backward_entry,
+        {.when = [](const Args& a) { return nll_loss_when(a[1], a[2], a[3], a[4]); },
+         .note = "int64 targets"});
+  b.add({"aten.mse_loss.default"}, kFloats, mse_loss_entry,
+        {.when = [](const Args& a) { return mse_loss_when(a[2]); }, .note = "lz::nn::mse_loss"});
+  b.add({"aten.mse_loss_backward.default"}, kFloats, mse_loss_backward_entry,
+        {.when = [](const Args& a) { return mse_loss_when(a[3]); }});
+
+  b.add({"aten.native_batch_norm.default"}, kFloats, native_batch_norm_entry,
+        {.when = batch_norm_when,
+         .note = "(out, save_mean, save_invstd); training updates the running statistics in "
+                 "place, as eager"});
+  b.add({"aten.native_batch_norm_backward.default"}, kFloats, native_batch_norm_backward_entry,
+        {.when = batch_norm_backward_when,
+         .note = "(grad_input, grad_weight, grad_bias); the masked-out gradients are None"});
+  b.add({"aten.embedding_dense_backward.default"}, kFloats | kInts, embedding_dense_backward_entry,
+        {.when = embedding_backward_when,
+         .note = "a scatter_add of the gradient rows; padding_idx and scale_grad_by_freq"});
+
   b.add({"aten._scaled_dot_product_flash_attention_for_cpu.default"}, kFloats,
         flash_attention_entry,
         {.when = [](const Args& a) { return attention_when(forward_args(a)); },

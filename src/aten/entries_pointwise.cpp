@@ -221,10 +221,10 @@ Arg trunc_entry(const Args& a, Call&) {
   return is_floating(x.dtype()) ? trunc(x) : add(x, 0);
 }
 
-std::optional<std::string> gelu_when(const Args& a) {
-  const std::string& approximate = a[1].text();
-  if (approximate == "none" || approximate == "tanh") return std::nullopt;
-  return "approximate='" + approximate + "'";
+std::optional<std::string> approximate_refused(const Arg& approximate) {
+  const std::string& name = approximate.text();
+  if (name == "none" || name == "tanh") return std::nullopt;
+  return "approximate='" + name + "'";
 }
 
 Arg hardtanh_entry(const Args& a, Call&) {
@@ -243,6 +243,87 @@ Arg elu_entry(const Args& a, Call&) {
   double alpha = a[1].to_double(), scale = a[2].to_double(), input_scale = a[3].to_double();
   Tensor neg = mul(expm1(mul(x, input_scale)), alpha * scale);
   return where(gt(x, 0), mul(x, scale), neg);
+}
+
+// ---- masked_fill ----------------------------------------------------------------------------
+
+std::optional<std::string> masked_fill_when(const Args& a) {
+  if (DType m = dtype_of(a[1]); m != DType::Bool) {
+    return "a mask of dtype " + std::string(dtype_name(m));
+  }
+  if (a[2].is_tensor() && a[2].tensor_dim() != 0) return "a value tensor with dims";
+  return std::nullopt;
+}
+
+// The value converted to self's dtype first (2.7 into an int tensor is 2), as eager.
+Arg masked_fill_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  Operand value = a[2].is_tensor() ? Operand(a[2].tensor()) : cast(operand(a[2]), x.dtype());
+  return masked_fill(x, a[1].tensor(), value);
+}
+
+// ---- backward formulas: autograd's derivatives (FunctionsManual.cpp, the CPU kernels) ----------
+
+Arg gelu_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  if (a[2].text() == "tanh") {
+    // y = 0.5 x (1 + tanh(inner)), inner = beta (x + kappa x^3).
+    const double beta = M_SQRT2 * M_2_SQRTPI * 0.5, kappa = 0.044715;
+    Tensor x_sq = mul(x, x);
+    Tensor t = tanh(mul(add(x, mul(mul(x_sq, x), kappa)), beta));
+    Tensor left_derivative = mul(add(t, 1.0), 0.5);
+    Tensor inner_derivative = mul(add(mul(x_sq, 3.0 * kappa), 1.0), beta);
+    Tensor right_derivative = mul(mul(mul(x, 0.5), sub(1.0, mul(t, t))), inner_derivative);
+    return mul(grad, add(left_derivative, right_derivative));
+  }
+  // cdf(x) + x pdf(x) of the standard normal.
+  Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1.0), 0.5);
+  Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), M_2_SQRTPI * M_SQRT1_2 * 0.5);
+  return mul(grad, add(cdf, mul(x, pdf)));
+}
+
+Arg silu_backward_entry(const Args& a, Call&) {
+  const Tensor& x = a[1].tensor();
+  Tensor s = sigmoid(x);
+  return mul(mul(a[0].tensor(), s), add(mul(x, sub(1.0, s)), 1.0));
+}
+
+// The kinks take the outer pieces' slopes, as eager's kernels.
+Arg hardswish_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  Tensor middle = mul(grad, add(div(x, 3.0), 0.5));
+  return where(le(x, -3.0), zeros({}, grad.dtype()), where(lt(x, 3.0), middle, grad));
+}
+
+Arg hardsigmoid_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  return where(logical_and(gt(x, -3.0), lt(x, 3.0)), div(grad, 6.0), zeros({}, grad.dtype()));
+}
+
+// hardtanh_backward(grad_output, self, min_val, max_val): 0 at the bounds themselves.
+Arg hardtanh_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  Tensor outside = logical_or(le(x, operand(a[2])), ge(x, operand(a[3])));
+  return where(outside, zeros({}, grad.dtype()), grad);
+}
+
+std::optional<std::string> dropout_backward_when(const Args& a) {
+  if (DType m = dtype_of(a[1]); m != DType::Bool) {
+    return "a mask of dtype " + std::string(dtype_name(m));
+  }
+  return std::nullopt;
+}
+
+// native_dropout_backward(grad_output, mask, scale): an integer or bool gradient gives the
+// default float dtype, as eager's product with the float scale.
+Arg dropout_backward_entry(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  DType dt = is_floating(grad.dtype()) ? grad.dtype() : default_float_dtype();
+  return mul(mul(as_float(grad), a[1].tensor().to(dt)), a[2].to_double());
 }
 
 }  // namespace
@@ -340,7 +421,8 @@ void add_pointwise(TableBuilder& b) {
   });
   b.add({"aten.gelu.default"}, kFloats,
         [](const Args& a, Call&) -> Arg { return nn::gelu(a[0].tensor(), a[1].text()); },
-        {.when = gelu_when, .note = "approximate 'none' or 'tanh'"});
+        {.when = [](const Args& a) { return approximate_refused(a[1]); },
+         .note = "approximate 'none' or 'tanh'"});
   b.add({"aten.hardtanh.default"}, kNumbers, hardtanh_entry,
         {.note = "integer inputs truncate the bounds, as eager"});
   b.add({"aten.leaky_relu.default"}, kFloats, leaky_relu_entry);
@@ -349,6 +431,40 @@ void add_pointwise(TableBuilder& b) {
     const Tensor& grad = a[0].tensor();
     return where(le(a[1].tensor(), operand(a[2])), zeros_like(grad), grad);
   });
+  b.add({"aten.silu.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return nn::silu(a[0].tensor()); },
+        {.note = "x * sigmoid(x) (lz::nn::silu)"});
+  b.add({"aten.hardswish.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return nn::hardswish(a[0].tensor()); },
+        {.note = "lz::nn::hardswish"});
+  b.add({"aten.hardsigmoid.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return nn::hardsigmoid(a[0].tensor()); },
+        {.note = "x / 6 + 1/2 clamped to [0, 1] (lz::nn::hardsigmoid)"});
+  b.add({"aten.masked_fill.Scalar", "aten.masked_fill.Tensor"}, kAll, masked_fill_entry,
+        {.when = masked_fill_when, .note = "a bool mask; the value cast to self's dtype"});
+
+  // The backward ops eager's autograd calls (a graph decomposed with the core decompositions has
+  // their formulas instead).
+  b.add({"aten.gelu_backward.default"}, kFloats, gelu_backward_entry,
+        {.when = [](const Args& a) { return approximate_refused(a[2]); },
+         .note = "approximate 'none' or 'tanh'"});
+  b.add({"aten.tanh_backward.default"}, kFloats, [](const Args& a, Call&) -> Arg {
+    const Tensor& y = a[1].tensor();
+    return mul(a[0].tensor(), sub(1.0, mul(y, y)));
+  });
+  b.add({"aten.sigmoid_backward.default"}, kFloats, [](const Args& a, Call&) -> Arg {
+    const Tensor& y = a[1].tensor();
+    return mul(mul(a[0].tensor(), sub(1.0, y)), y);
+  });
+  b.add({"aten.silu_backward.default"}, kFloats, silu_backward_entry);
+  b.add({"aten.hardswish_backward.default"}, kFloats, hardswish_backward_entry,
+        {.note = "0 at -3, the gradient itself at 3, as eager"});
+  b.add({"aten.hardsigmoid_backward.default"}, kFloats, hardsigmoid_backward_entry,
+        {.note = "0 at -3 and 3, as eager"});
+  b.add({"aten.hardtanh_backward.default"}, kFloats, hardtanh_backward_entry,
+        {.note = "0 at the bounds, as eager"});
+  b.add({"aten.native_dropout_backward.default"}, kAll, dropout_backward_entry,
+        {.when = dropout_backward_when, .note = "grad * mask * scale"});
 }
 
 }  // namespace lz::aten

@@ -3,6 +3,8 @@
 // ATen's reductions take `dim` as None, an int or a list, where an empty list means every dim
 // (sum, amax); a 0-d tensor accepts dim 0 or -1. reduce_dims() maps all of these onto Lazuli's
 // (an empty list = every dim).
+#include <limits>
+
 #include "aten/entries.h"
 #include "lazuli/nn.h"
 #include "ops/nn_norm.h"
@@ -61,7 +63,7 @@ Tensor var_of(const Args& a) {
 template <std::pair<Tensor, Tensor> (*F)(const Tensor&, int64_t, bool)>
 Arg extreme_dim(const Args& a, Call&) {
   const Tensor& x = a[0].tensor();
-  if (x.dim() == 0) return std::vector<Arg>{add(x, 0), zeros({}, DType::Int64)};
+  if (x.dim() == 0) return std::vector<Arg>{x.clone(), zeros({}, DType::Int64)};
   auto [values, indices] = F(x, a[1].to_int(), a[2].to_bool());
   return std::vector<Arg>{values, indices};
 }
@@ -113,21 +115,101 @@ Arg native_layer_norm(const Args& a, Call&) {
   return std::vector<Arg>{s.out, s.mean, s.rstd};
 }
 
+// _softmax_backward_data / _log_softmax_backward_data(grad_output, output, dim, input_dtype): eager
+// computes in the gradient's dtype; another input_dtype is the half_to_float case.
+std::optional<std::string> softmax_backward_when(const Args& a) {
+  if (auto r = dtype_arg_refused(a[3])) return r;
+  if (a[3].dtype() != dtype_of(a[0])) {
+    return "input_dtype " + std::string(dtype_name(a[3].dtype())) + " with a " +
+           std::string(dtype_name(dtype_of(a[0]))) + " gradient";
+  }
+  return std::nullopt;
+}
+
+// The sum over the softmax's dim, kept (a 0-d tensor's dim is every dim).
+Tensor sum_over(const Tensor& x, const Arg& dim) { return sum(x, reduce_dims(dim, x.dim()), true); }
+
+std::optional<std::string> safe_softmax_when(const Args& a) {
+  if (auto r = dtype_arg_refused(a[2])) return r;
+  if (!a[2].is_none() && !is_floating(a[2].dtype())) {
+    return "dtype " + std::string(dtype_name(a[2].dtype()));
+  }
+  return std::nullopt;
+}
+
+// _safe_softmax(self, dim, dtype): softmax, 0 on a row of -inf only (eager's attention masks).
+Arg safe_softmax(const Args& a, Call&) {
+  Tensor x = with_dtype(a[0], a[2]);
+  Tensor out = nn::softmax(x, a[1].to_int());
+  Tensor masked =
+      all(eq(x, -std::numeric_limits<double>::infinity()), reduce_dims(a[1], x.dim()), true);
+  return where(masked, zeros({}, out.dtype()), out);
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+// output_mask), as PyTorch's decomposition: with x_hat = (x - mean) * rstd and g = grad * weight,
+// dx = rstd / N * (N g - sum(g) - x_hat sum(g x_hat)) over the normalized dims; dweight and
+// dbias sum over the others. A gradient the mask leaves out (or of a missing weight or bias) is
+// None.
+Arg native_layer_norm_backward(const Args& a, Call&) {
+  const Tensor& grad = a[0].tensor();
+  const Tensor& x = a[1].tensor();
+  const int64_t k = static_cast<int64_t>(a[2].ints().size());
+  const int64_t axis = x.dim() - k;
+  IntList inner, outer;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < axis ? outer : inner).push_back(d);
+  // mean and rstd as native_layer_norm gives them: the outer dims, then k dims of size 1.
+  IntList stat_shape(x.shape().begin(), x.shape().begin() + axis);
+  stat_shape.resize(static_cast<size_t>(x.dim()), 1);
+  Tensor mean = reshape(a[3].tensor(), stat_shape);
+  Tensor rstd = reshape(a[4].tensor(), stat_shape);
+  Tensor weight = a[5].is_none() ? Tensor() : a[5].tensor();
+  const std::vector<Arg>& mask = a[7].list();
+  // Sums over no dims (an empty normalized_shape, or no outer dims) are the tensor itself.
+  auto sum_of = [](const Tensor& t, const IntList& dims, bool keep) {
+    return dims.empty() ? t : sum(t, dims, keep);
+  };
+  int64_t n = 1;
+  for (int64_t d : inner) n *= x.shape()[static_cast<size_t>(d)];
+  Tensor x_hat = mul(sub(x, mean), rstd);
+  Tensor grad_input, grad_weight, grad_bias;
+  if (mask[0].to_bool()) {
+    Tensor g = weight.defined() ? mul(grad, weight) : grad;
+    Tensor inner_sum = sub(sub(mul(g, static_cast<double>(n)), sum_of(g, inner, true)),
+                           mul(x_hat, sum_of(mul(g, x_hat), inner, true)));
+    grad_input = mul(div(rstd, static_cast<double>(n)), inner_sum);
+  }
+  if (mask[1].to_bool() && weight.defined()) grad_weight = sum_of(mul(grad, x_hat), outer, false);
+  if (mask[2].to_bool() && !a[6].is_none()) {
+    grad_bias = outer.empty() ? grad.clone() : sum(grad, outer, false);
+  }
+  return std::vector<Arg>{grad_input, grad_weight, grad_bias};
+}
+
 // addmm / baddbmm: beta * bias + alpha * (a @ b); beta == 0 ignores the bias (NaN included).
 Arg addmm(const Args& a, Call&) {
   const Tensor& bias = a[0].tensor();
   Tensor p = matmul(a[1].tensor(), a[2].tensor());
-  const Arg& beta = a[3];
-  const Arg& alpha = a[4];
+  // beta and alpha in the product's dtype, as eager converts them (0.6 on integers is 0).
+  const Scalar beta = cast(operand(a[3]), p.dtype()).scalar();
+  const Scalar alpha = cast(operand(a[4]), p.dtype()).scalar();
   Shape shape = broadcast_shapes(p.shape(), bias.shape(), "addmm");
   // A zero factor drops its term whatever it holds (NaN included), as eager's BLAS call does.
   if (alpha.to_double() == 0.0) {
     if (beta.to_double() == 0.0) return zeros(shape, p.dtype());
-    return broadcast_to(beta.to_double() == 1.0 ? bias.clone() : mul(bias, operand(beta)), shape);
+    return broadcast_to(beta.to_double() == 1.0 ? bias.clone() : mul(bias, beta), shape);
   }
-  if (alpha.to_double() != 1.0) p = mul(p, operand(alpha));
+  if (alpha.to_double() != 1.0) p = mul(p, alpha);
   if (beta.to_double() == 0.0) return broadcast_to(p, shape);
-  return add(p, beta.to_double() == 1.0 ? Operand(bias) : Operand(mul(bias, operand(beta))));
+  return add(p, beta.to_double() == 1.0 ? Operand(bias) : Operand(mul(bias, beta)));
+}
+
+// softmax / log_softmax over a dim of size 0: nothing to normalize (amax would refuse).
+template <Tensor (*F)(const Tensor&, int64_t)>
+Arg softmax_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  if (x.numel() == 0) return x.clone();
+  return F(x, a[1].to_int());
 }
 
 Arg matmul_entry(const Args& a, Call&) { return matmul(a[0].tensor(), a[1].tensor()); }
@@ -179,16 +261,34 @@ void add_reductions(TableBuilder& b) {
   b.add({"aten.any.dim"}, kAll, reduce<any>);
   b.add({"aten.any.dims"}, kAll, reduce_listed_dims<any>);
 
-  b.add({"aten._softmax.default"}, kFloats,
-        [](const Args& a, Call&) -> Arg { return nn::softmax(a[0].tensor(), a[1].to_int()); },
+  b.add({"aten._softmax.default"}, kFloats, softmax_entry<nn::softmax>,
         {.when = softmax_when, .note = "exp(x - max) / sum (lz::nn::softmax)"});
-  b.add({"aten._log_softmax.default"}, kFloats,
-        [](const Args& a, Call&) -> Arg { return nn::log_softmax(a[0].tensor(), a[1].to_int()); },
+  b.add({"aten._log_softmax.default"}, kFloats, softmax_entry<nn::log_softmax>,
         {.when = softmax_when, .note = "(x - max) - log(sum(exp(x - max))) (lz::nn::log_softmax)"});
   b.add({"aten.logsumexp.default"}, kFloats, reduce<logsumexp>,
         {.note = "max + log(sum(exp(x - max))); all -inf gives -inf"});
   b.add({"aten.native_layer_norm.default"}, kFloats, native_layer_norm,
         {.note = "(out, mean, rstd); biased variance (lz::nn::layer_norm)"});
+  b.add({"aten._safe_softmax.default"}, kFloats, safe_softmax,
+        {.when = safe_softmax_when, .note = "softmax; a row of -inf only gives 0"});
+
+  // The backward ops eager's autograd calls (a graph decomposed with the core decompositions has
+  // their formulas instead).
+  b.add({"aten._softmax_backward_data.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& grad = a[0].tensor();
+          const Tensor& y = a[1].tensor();
+          return mul(y, sub(grad, sum_over(mul(grad, y), a[2])));
+        },
+        {.when = softmax_backward_when, .note = "y * (grad - sum(grad * y)); no half_to_float"});
+  b.add({"aten._log_softmax_backward_data.default"}, kFloats,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& grad = a[0].tensor();
+          return sub(grad, mul(exp(a[1].tensor()), sum_over(grad, a[2])));
+        },
+        {.when = softmax_backward_when, .note = "grad - exp(y) * sum(grad); no half_to_float"});
+  b.add({"aten.native_layer_norm_backward.default"}, kFloats, native_layer_norm_backward,
+        {.note = "(grad_input, grad_weight, grad_bias); the masked-out gradients are None"});
 
   b.add({"aten.mm.default", "aten.bmm.default"}, kNumbers, matmul_entry,
         {.flags = kBFloat16Native});

@@ -302,6 +302,19 @@ void add_shape(TableBuilder& b) {
         {.flags = kView});
   b.add({"aten.slice_scatter.default"}, kAll, slice_scatter_entry, {.when = step_when(5)});
   b.add({"aten.select_scatter.default"}, kAll, select_scatter_entry);
+  // The backward ops eager's autograd calls for slice and select: the gradient scattered into
+  // zeros of the input's sizes.
+  b.add({"aten.slice_backward.default"}, kAll,
+        [](const Args& a, Call& call) -> Arg {
+          const Tensor& grad = a[0].tensor();
+          Args scatter = {zeros(a[1].ints(), grad.dtype()), a[0], a[2], a[3], a[4], a[5]};
+          return slice_scatter_entry(scatter, call);
+        },
+        {.when = step_when(5)});
+  b.add({"aten.select_backward.default"}, kAll, [](const Args& a, Call& call) -> Arg {
+    const Tensor& grad = a[0].tensor();
+    return select_scatter_entry({zeros(a[1].ints(), grad.dtype()), a[0], a[2], a[3]}, call);
+  });
 
   // ---- joins and splits
   b.add({"aten.cat.default"}, kAll, cat_entry,
@@ -317,6 +330,10 @@ void add_shape(TableBuilder& b) {
         {.flags = kView});
   b.add({"aten.repeat.default"}, kAll,
         [](const Args& a, Call&) -> Arg { return repeat(a[0].tensor(), a[1].ints()); });
+  b.add({"aten.tril.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return tril(a[0].tensor(), a[1].to_int()); });
+  b.add({"aten.triu.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return triu(a[0].tensor(), a[1].to_int()); });
   b.add({"aten.flip.default"}, kAll,
         [](const Args& a, Call&) -> Arg { return flip(a[0].tensor(), a[1].ints()); });
   b.add({"aten.constant_pad_nd.default"}, kAll, [](const Args& a, Call&) -> Arg {
@@ -326,6 +343,33 @@ void add_shape(TableBuilder& b) {
   // ---- creation
   b.add({"aten.full.default"}, kAll, full_entry, {.when = factory_when(2)});
   b.add({"aten.full_like.default"}, kAll, full_like_entry, {.when = factory_when(2)});
+  b.add({"aten.zeros.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return zeros(a[0].ints(), dtype_or(a[1], default_float_dtype()));
+        },
+        {.when = factory_when(1)});
+  b.add({"aten.ones.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          return ones(a[0].ints(), dtype_or(a[1], default_float_dtype()));
+        },
+        {.when = factory_when(1)});
+  // zero_'s functional form (the lazy device maps x.zero_() onto it).
+  b.add({"aten.zero.default"}, kAll, [](const Args& a, Call&) -> Arg {
+    const Tensor& x = a[0].tensor();
+    return zeros(x.shape(), x.dtype());
+  });
+  b.add({"aten.zeros_like.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return zeros(x.shape(), dtype_or(a[1], x.dtype()));
+        },
+        {.when = factory_when(1)});
+  b.add({"aten.ones_like.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return ones(x.shape(), dtype_or(a[1], x.dtype()));
+        },
+        {.when = factory_when(1)});
   b.add({"aten.empty.memory_format"}, kAll,
         [](const Args& a, Call&) -> Arg {
           return zeros(a[0].ints(), dtype_or(a[1], default_float_dtype()));

@@ -15,8 +15,8 @@
 // for every input the conditions accept (the bridge checks this against the FX graph).
 //
 // Adding an ATen op: one entry in the group file it belongs to (aten/entries_*.cpp), one test
-// row in tests/cpp/aten_table_test.cpp. The table is built once, on first use, and then only
-// read: lookups need no lock.
+// row in the group's tests/cpp/aten_<group>_test.cpp. The table is built once, on first use, and
+// then only read: lookups need no lock.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,6 +1,6 @@
-// Test rows of the ATen table's convolution, pooling and attention entries
-// (src/aten/entries_nn.cpp): what eager PyTorch 2.15 gives for each call, computed with eager and
-// written as literals (aten_rows.h says how rows run).
+// Test rows of the ATen table's convolution, pooling, loss, batch norm, embedding and attention
+// entries (src/aten/entries_nn.cpp): what eager PyTorch 2.15 gives for each call, computed with
+// eager and written as literals (aten_rows.h says how rows run).
 #include <cmath>
 #include <limits>
 
@@ -11,6 +11,7 @@ namespace {
 using lz::kFloat16;
 using lz::kFloat32;
 using lz::kFloat64;
+using lz::kInt32;
 using lz::kInt64;
 using lz_test::aten::Arg;
 using lz_test::aten::Args;
@@ -19,6 +20,7 @@ using lz_test::aten::L;
 using lz_test::aten::T;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 }  // namespace
 
@@ -452,5 +454,486 @@ LZ_ATEN_ROWS(Nn) {
          {0.36427343243004534, -0.6146982461542745, 0.4895841038263838, -0.4928281935964792,
           0.3961424637435707, -0.6424735602492461},
          1e-12}}},
+      // _adaptive_avg_pool2d: windows [floor(i * in / out), ceil((i + 1) * in / out)).
+      {"aten._adaptive_avg_pool2d.default",
+       [] {
+         return Args{T({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                        13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
+                       {1, 5, 5}),
+                     L({3, 2})};
+       },
+       {{kFloat32, {1, 3, 2}, {3.5, 5.5, 11, 13, 18.5, 20.5}}}},
+      {"aten._adaptive_avg_pool2d.default",
+       [] {
+         return Args{T({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                        16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31},
+                       {1, 2, 4, 4}),
+                     L({2, 2})};
+       },
+       {{kFloat32, {1, 2, 2, 2}, {2.5, 4.5, 10.5, 12.5, 18.5, 20.5, 26.5, 28.5}}}},
+      {"aten._adaptive_avg_pool2d.default",
+       [] {
+         return Args{T({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {2, 1, 3, 3},
+                       kFloat64),
+                     L({1, 1})};
+       },
+       {{kFloat64, {2, 1, 1, 1}, {4, 13}}}},
+      {"aten._adaptive_avg_pool2d_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6}, {1, 3, 2}),
+                     T({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                        13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
+                       {1, 5, 5})};
+       },
+       {{kFloat32, {1, 5, 5}, {0.166666672, 0.166666672, 0.5,         0.333333343, 0.333333343,
+                               0.5,         0.5,         1.27777779,  0.777777791, 0.777777791,
+                               0.333333343, 0.333333343, 0.777777791, 0.444444448, 0.444444448,
+                               1.16666663,  1.16666663,  2.61111116,  1.44444442,  1.44444442,
+                               0.833333313, 0.833333313, 1.83333325,  1,           1}}}},
+      {"aten._adaptive_avg_pool2d_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6, 7, 8}, {1, 2, 2, 2}),
+                     T({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                       {1, 2, 4, 4})};
+       },
+       {{kFloat32, {1, 2, 4, 4}, {0.25, 0.25, 0.5,  0.5,  0.25, 0.25, 0.5,  0.5,  0.75, 0.75, 1,
+                                  1,    0.75, 0.75, 1,    1,    1.25, 1.25, 1.5,  1.5,  1.25, 1.25,
+                                  1.5,  1.5,  1.75, 1.75, 2,    2,    1.75, 1.75, 2,    2}}}},
+      {"aten._adaptive_avg_pool2d_backward.default",
+       [] {
+         return Args{
+             T({2, 6}, {2, 1, 1, 1}, kFloat64),
+             T({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {2, 1, 3, 3}, kFloat64)};
+       },
+       {{kFloat64,
+         {2, 1, 3, 3},
+         {0.2222222222222222, 0.2222222222222222, 0.2222222222222222, 0.2222222222222222,
+          0.2222222222222222, 0.2222222222222222, 0.2222222222222222, 0.2222222222222222,
+          0.2222222222222222, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666,
+          0.6666666666666666, 0.6666666666666666, 0.6666666666666666, 0.6666666666666666,
+          0.6666666666666666, 0.6666666666666666}}}},
+      // nll_loss_forward: (output, total_weight); reduction 0 none, 1 mean, 2 sum; ignore_index.
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), Arg(), 0, -100};
+       },
+       {{kFloat32, {3}, {2, 0, 0.75}}, {kFloat32, {}, {0}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), Arg(), 1, -100};
+       },
+       {{kFloat32, {}, {1.375}}, {kFloat32, {}, {2}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), Arg(), 2, -100};
+       },
+       {{kFloat32, {}, {2.75}}, {kFloat32, {}, {2}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), T({0.5, 2, 1.5}, {3}), 0, -100};
+       },
+       {{kFloat32, {3}, {3, 0, 0.375}}, {kFloat32, {}, {0}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), T({0.5, 2, 1.5}, {3}), 1, -100};
+       },
+       {{kFloat32, {}, {1.6875}}, {kFloat32, {}, {2}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64), T({0.5, 2, 1.5}, {3}), 2, -100};
+       },
+       {{kFloat32, {}, {3.375}}, {kFloat32, {}, {2}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({1, 1, 2}, {3}, kInt64), T({0.5, 2, 1.5}, {3}), 1, 1};
+       },
+       {{kFloat32, {}, {2.5}}, {kFloat32, {}, {1.5}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({-100, -100, -100}, {3}, kInt64), Arg(), 1, -100};
+       },
+       {{kFloat32, {}, {kNaN}}, {kFloat32, {}, {0}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-0.5, -2, -1}, {3}, kFloat64), T({1}, {}, kInt64),
+                     T({1, 3, 2}, {3}, kFloat64), 0, -100};
+       },
+       {{kFloat64, {}, {6}}, {kFloat64, {}, {3}}}},
+      {"aten.nll_loss_forward.default",
+       [] {
+         return Args{T({-0.5, -2, -1}, {3}, kFloat64), T({2}, {}, kInt64), Arg(), 1, -100};
+       },
+       {{kFloat64, {}, {1}}, {kFloat64, {}, {1}}}},
+      // nll_loss_backward: -weight[target] * grad (/ total_weight for mean) at the target class.
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({2}, {}),
+                     T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64),
+                     Arg(),
+                     1,
+                     -100,
+                     T({2}, {})};
+       },
+       {{kFloat32, {3, 3}, {0, 0, -1, 0, 0, 0, -1, 0, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({2}, {}),
+                     T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64),
+                     T({0.5, 2, 1.5}, {3}),
+                     1,
+                     -100,
+                     T({2}, {})};
+       },
+       {{kFloat32, {3, 3}, {0, 0, -1.5, 0, 0, 0, -0.5, 0, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({0.5}, {}),
+                     T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64),
+                     T({0.5, 2, 1.5}, {3}),
+                     2,
+                     -100,
+                     T({2}, {})};
+       },
+       {{kFloat32, {3, 3}, {0, 0, -0.75, 0, 0, 0, -0.25, 0, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({1, 2, 3}, {3}),
+                     T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({2, -100, 0}, {3}, kInt64),
+                     T({0.5, 2, 1.5}, {3}),
+                     0,
+                     -100,
+                     T({0}, {})};
+       },
+       {{kFloat32, {3, 3}, {0, 0, -1.5, 0, 0, 0, -1.5, 0, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({1}, {}),
+                     T({-1.5, -0.5, -2, -0.25, -3, -1, -0.75, -1.25, -2.5}, {3, 3}),
+                     T({-100, -100, -100}, {3}, kInt64),
+                     Arg(),
+                     1,
+                     -100,
+                     T({0}, {})};
+       },
+       {{kFloat32, {3, 3}, {0, 0, 0, 0, 0, 0, 0, 0, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({1.5}, {}, kFloat64),
+                     T({-0.5, -2, -1}, {3}, kFloat64),
+                     T({1}, {}, kInt64),
+                     T({1, 3, 2}, {3}, kFloat64),
+                     1,
+                     -100,
+                     T({3}, {}, kFloat64)};
+       },
+       {{kFloat64, {3}, {0, -1.5, 0}}}},
+      {"aten.nll_loss_backward.default",
+       [] {
+         return Args{T({1.5}, {}, kFloat64),
+                     T({-0.5, -2, -1}, {3}, kFloat64),
+                     T({1}, {}, kInt64),
+                     Arg(),
+                     0,
+                     1,
+                     T({0}, {}, kFloat64)};
+       },
+       {{kFloat64, {3}, {0, 0, 0}}}},
+      // mse_loss and its backward: norm 2 / numel(self) for mean, 2 otherwise.
+      {"aten.mse_loss.default",
+       [] {
+         return Args{T({1, 2.5, -1, 0}, {2, 2}), T({0.5, 2, 1, -1.5}, {2, 2}), 0};
+       },
+       {{kFloat32, {2, 2}, {0.25, 0.25, 4, 2.25}}}},
+      {"aten.mse_loss.default",
+       [] {
+         return Args{T({1, 2.5, -1, 0}, {2, 2}), T({0.5, 2, 1, -1.5}, {2, 2}), 1};
+       },
+       {{kFloat32, {}, {1.6875}}}},
+      {"aten.mse_loss.default",
+       [] {
+         return Args{T({1, 2.5, -1, 0}, {2, 2}), T({0.5, 2, 1, -1.5}, {2, 2}), 2};
+       },
+       {{kFloat32, {}, {6.75}}}},
+      {"aten.mse_loss.default",
+       [] {
+         return Args{T({1, 2}, {2}), T({1.5, 0}, {2}, kFloat64), 1};
+       },
+       {{kFloat64, {}, {2.125}}}},
+      {"aten.mse_loss_backward.default",
+       [] {
+         return Args{T({0.5}, {}), T({1, 2.5, -1, 0}, {2, 2}), T({0.5, 2, 1, -1.5}, {2, 2}), 1};
+       },
+       {{kFloat32, {2, 2}, {0.125, 0.125, -0.5, 0.375}}}},
+      {"aten.mse_loss_backward.default",
+       [] {
+         return Args{T({0.5}, {}), T({1, 2.5, -1, 0}, {2, 2}), T({0.5, 2, 1, -1.5}, {2, 2}), 2};
+       },
+       {{kFloat32, {2, 2}, {0.5, 0.5, -2, 1.5}}}},
+      {"aten.mse_loss_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4}, {2, 2}), T({1, 2.5, -1, 0}, {2, 2}),
+                     T({0.5, 2, 1, -1.5}, {2, 2}), 0};
+       },
+       {{kFloat32, {2, 2}, {1, 2, -12, 12}}}},
+      {"aten.mse_loss_backward.default",
+       [] {
+         return Args{T({2}, {}, kFloat64), T({1, 3}, {2}, kFloat64), T({0.5, 0.5}, {2}, kFloat64),
+                     1};
+       },
+       {{kFloat64, {2}, {1, 5}}}},
+      // native_batch_norm: (out, save_mean, save_invstd); inference gives empty statistics.
+      {"aten.native_batch_norm.default",
+       [] {
+         return Args{T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     T({1.5, -1, 0.5}, {3}),
+                     T({0.1, 0.2, 0.3}, {3}),
+                     T({0.2, -0.1, 0.5}, {3}),
+                     T({1.5, 0.5, 2}, {3}),
+                     true,
+                     0.1,
+                     1e-05};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {-0.293165863, -1.86582947, -0.773326457, -0.448884308, 0.42048192, -0.222088218,
+          0.231055319, 2.32793999, 1.82221079, 0.199999988, 1.06305206, -0.0614456832}},
+        {kFloat32, {3}, {0.875, 0.5, 0.0625}},
+        {kFloat32, {3}, {0.698961556, 0.648884296, 1.28514028}}}},
+      {"aten.native_batch_norm.default",
+       [] {
+         return Args{T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     Arg(),
+                     Arg(),
+                     Arg(),
+                     Arg(),
+                     true,
+                     0.1,
+                     1e-05};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {-0.262110561, -1.31055284, 0.973326445, 0.648884296, 0.240963802, -1.04417646,
+          0.0873702168, 1.48529339, -1.62221074, 0, 1.52610409, -0.72289139}},
+        {kFloat32, {3}, {0.875, 0.5, 0.0625}},
+        {kFloat32, {3}, {0.698961556, 0.648884296, 1.28514028}}}},
+      {"aten.native_batch_norm.default",
+       [] {
+         return Args{T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     T({1.5, -1, 0.5}, {3}),
+                     T({0.1, 0.2, 0.3}, {3}),
+                     T({0.2, -0.1, 0.5}, {3}),
+                     T({1.5, 0.5, 2}, {3}),
+                     false,
+                     0.1,
+                     1e-05};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {0.467422217, -1.36968887, -2.76981854, -2.06271887, 0.211611897, -0.141940594, 1.07979262,
+          3.52927399, 2.88697886, -0.648519635, 0.565164387, -0.0535524786}},
+        {kFloat32, {0}, {}},
+        {kFloat32, {0}, {}}}},
+      {"aten.native_batch_norm.default",
+       [] {
+         return Args{T({1, 2, 4, 3}, {2, 2}, kFloat64), Arg(), Arg(), T({0, 1}, {2}, kFloat64),
+                     T({1, 2}, {2}, kFloat64),          true,  0.3,   0.001};
+       },
+       {{kFloat64,
+         {2, 2},
+         {-0.9997778518244277, -0.9980059800697494, 0.9997778518244278, 0.9980059800697487}},
+        {kFloat64, {2}, {2.5, 2.5}},
+        {kFloat64, {2}, {0.6665185678829518, 1.996011960139498}}}},
+      // native_batch_norm_backward(grad, input, weight, running_mean, running_var, save_mean,
+      // save_invstd, train, eps, output_mask).
+      {"aten.native_batch_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1, 2, -1, 0.5, 0.25, -1.5, 1}, {2, 3, 2}),
+                     T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     T({1.5, -1, 0.5}, {3}),
+                     T({0.2, -0.1, 0.5}, {3}),
+                     T({1.5, 0.5, 2}, {3}),
+                     T({0.375, 0.375, 0.8125}, {3}),
+                     T({1.1, 0.9, 0.6}, {3}),
+                     true,
+                     1e-05,
+                     L({true, true, true})};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {1.55641401, -2.27055454, 1.40397346, -1.12224913, -0.0911308676, 0.113525376, 2.83207035,
+          -3.61530519, -0.805807471, 0.800305665, -0.445787132, 0.137361318}},
+        {kFloat32, {3}, {1.6500001, 2.72812486, -2.1187501}},
+        {kFloat32, {3}, {0, 4.25, 0.5}}}},
+      {"aten.native_batch_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1, 2, -1, 0.5, 0.25, -1.5, 1}, {2, 3, 2}),
+                     T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     Arg(),
+                     Arg(),
+                     Arg(),
+                     T({0.375, 0.375, 0.8125}, {3}),
+                     T({1.1, 0.9, 0.6}, {3}),
+                     true,
+                     1e-05,
+                     L({true, false, false})};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {1.03760934, -1.51370311, -1.40397346, 1.12224913, -0.182261735, 0.227050751, 1.88804686,
+          -2.41020346, 0.805807471, -0.800305665, -0.891574264, 0.274722636}},
+        kNone,
+        kNone}},
+      {"aten.native_batch_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1, 2, -1, 0.5, 0.25, -1.5, 1}, {2, 3, 2}),
+                     T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     T({1.5, -1, 0.5}, {3}),
+                     T({0.2, -0.1, 0.5}, {3}),
+                     T({1.5, 0.5, 2}, {3}),
+                     T({0.375, 0.375, 0.8125}, {3}),
+                     T({1.1, 0.9, 0.6}, {3}),
+                     true,
+                     1e-05,
+                     L({false, true, true})};
+       },
+       {kNone,
+        {kFloat32, {3}, {1.6500001, 2.72812486, -2.1187501}},
+        {kFloat32, {3}, {0, 4.25, 0.5}}}},
+      {"aten.native_batch_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1, 2, -1, 0.5, 0.25, -1.5, 1}, {2, 3, 2}),
+                     T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2}),
+                     T({1.5, -1, 0.5}, {3}),
+                     T({0.2, -0.1, 0.5}, {3}),
+                     T({1.5, 0.5, 2}, {3}),
+                     Arg(),
+                     Arg(),
+                     false,
+                     1e-05,
+                     L({true, true, true})};
+       },
+       {{kFloat32,
+         {2, 3, 2},
+         {1.22474074, -2.44948149, -0.707099736, -4.24259853, 0, 0.35355252, 2.44948149,
+          -1.22474074, -0.707099736, -0.353549868, -0.530328751, 0.35355252}},
+        {kFloat32, {3}, {1.22474086, 7.1417079, -2.38647962}},
+        {kFloat32, {3}, {0, 4.25, 0.5}}}},
+      {"aten.native_batch_norm_backward.default",
+       [] {
+         return Args{T({1, -1, 2, 0.5}, {2, 2}, kFloat64),
+                     T({1, 2, 4, 3}, {2, 2}, kFloat64),
+                     T({2, 0.5}, {2}, kFloat64),
+                     Arg(),
+                     Arg(),
+                     T({2.5, 2.5}, {2}, kFloat64),
+                     T({0.66, 0.99}, {2}, kFloat64),
+                     true,
+                     0.001,
+                     L({true, true, false})};
+       },
+       {{kFloat64,
+         {2, 2},
+         {-0.013134000000000019, -0.28028446874999996, 0.013134000000000019, 0.28028446874999996}},
+        {kFloat64, {2}, {0.99, 0.7424999999999999}},
+        kNone}},
+      // embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq).
+      {"aten.embedding_dense_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}),
+                     T({1, 1, 0, 3, 1, 2}, {2, 3}, kInt64), 4, -1, false};
+       },
+       {{kFloat32, {4, 2}, {5, 6, 13, 16, 11, 12, 7, 8}}}},
+      {"aten.embedding_dense_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}),
+                     T({1, 1, 0, 3, 1, 2}, {2, 3}, kInt64), 5, 1, false};
+       },
+       {{kFloat32, {5, 2}, {5, 6, 0, 0, 11, 12, 7, 8, 0, 0}}}},
+      {"aten.embedding_dense_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}),
+                     T({1, 1, 0, 3, 1, 2}, {2, 3}, kInt64), 4, -1, true};
+       },
+       {{kFloat32, {4, 2}, {5, 6, 4.33333349, 5.33333349, 11, 12, 7, 8}}}},
+      {"aten.embedding_dense_backward.default",
+       [] {
+         return Args{T({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2}),
+                     T({1, 1, 0, 3, 1, 2}, {2, 3}, kInt32), 4, 0, true};
+       },
+       {{kFloat32, {4, 2}, {0, 0, 4.33333349, 5.33333349, 11, 12, 7, 8}}}},
+      {"aten.embedding_dense_backward.default",
+       [] {
+         return Args{T({1.5, 2.5, -1, 3}, {2, 2}, kFloat64), T({2, 2}, {2}, kInt64), 3, -1, false};
+       },
+       {{kFloat64, {3, 2}, {0, 0, 0, 0, 0.5, 5.5}}}},
   };
 }
+
+namespace {
+
+using lz::aten::TensorMeta;
+
+// native_batch_norm in training updates the running statistics in place, as eager's kernel,
+// although its schema does not mark them; these are eager's values after one step.
+const std::vector<double> kRunningMean = {0.2675, -0.04, 0.45625};
+const std::vector<double> kRunningVar = {1.6229166, 0.76666665, 1.8807291};
+
+Args batch_norm_step(const lz::Tensor& x, const lz::Tensor& running_mean,
+                     const lz::Tensor& running_var) {
+  return {Arg(x), Arg(), Arg(), Arg(running_mean), Arg(running_var), true, 0.1, 1e-5};
+}
+
+lz::Tensor batch_norm_input() {
+  return lz_test::make({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3, -2, 0.5, 1.25, -0.5}, {2, 3, 2});
+}
+
+TEST(AtenNn, BatchNormTrainingUpdatesTheRunningStatistics) {
+  lz::Tensor mean = lz_test::make({0.2, -0.1, 0.5}, {3});
+  lz::Tensor var = lz_test::make({1.5, 0.5, 2}, {3});
+  lz::aten::Call call;
+  lz::aten::lower(*lz::aten::find("aten.native_batch_norm.default"),
+                  batch_norm_step(batch_norm_input(), mean, var), call);
+  lz_test::expect_values(mean, kFloat32, {3}, kRunningMean);
+  lz_test::expect_values(var, kFloat32, {3}, kRunningVar);
+}
+
+TEST(AtenNn, BatchNormOfA16BitInputUpdatesFloat32StatisticsOnce) {
+  // lower() records the entry once on the bfloat16 input to learn the result dtypes, then on
+  // float32: only the second recording may update the statistics.
+  lz::Tensor mean = lz_test::make({0.2, -0.1, 0.5}, {3});
+  lz::Tensor var = lz_test::make({1.5, 0.5, 2}, {3});
+  lz::aten::Call call;
+  Arg out = lz::aten::lower(*lz::aten::find("aten.native_batch_norm.default"),
+                            batch_norm_step(batch_norm_input().to(lz::kBFloat16), mean, var), call);
+  EXPECT_EQ(out.list()[0].tensor().dtype(), lz::kBFloat16);
+  EXPECT_EQ(out.list()[1].tensor().dtype(), kFloat32);
+  lz_test::expect_values(mean, kFloat32, {3}, kRunningMean);
+  lz_test::expect_values(var, kFloat32, {3}, kRunningVar);
+}
+
+TEST(AtenNn, BatchNormRefusesWhatItCannotUpdate) {
+  auto meta = [](lz::DType dt, lz::Shape shape) {
+    return Arg(TensorMeta{dt, std::move(shape), ""});
+  };
+  Args half = {meta(lz::kBFloat16, {2, 3, 2}), Arg(), Arg(), meta(lz::kBFloat16, {3}),
+               meta(lz::kBFloat16, {3}),       true,  0.1,   1e-5};
+  EXPECT_NE(lz::aten::why_not("aten.native_batch_norm.default", half), std::nullopt);
+  Args inference = {meta(kFloat32, {2, 3}), Arg(), Arg(), Arg(), Arg(), false, 0.1, 1e-5};
+  EXPECT_EQ(lz::aten::why_not("aten.native_batch_norm.default", inference),
+            "inference without running statistics");
+}
+
+}  // namespace

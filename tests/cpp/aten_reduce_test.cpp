@@ -14,6 +14,7 @@ using lz::kInt32;
 using lz::kInt64;
 using lz_test::aten::Arg;
 using lz_test::aten::Args;
+using lz_test::aten::kNone;
 using lz_test::aten::L;
 using lz_test::aten::T;
 
@@ -560,6 +561,97 @@ LZ_ATEN_ROWS(Reduce) {
       {"aten.mv.default",
        [] { return Args{T({1, 2, 3, 4}, {2, 2}, kFloat64), T({0.5, -1}, {2}, kFloat64)}; },
        {{kFloat64, {2}, {-1.5, -2.5}}}},
+      // _safe_softmax: a row of -inf only gives 0; dtype converts first.
+      {"aten._safe_softmax.default",
+       [] { return Args{T({-kInf, -kInf, -kInf, 1, 2, 0.5}, {2, 3}), 1, Arg()}; },
+       {{kFloat32, {2, 3}, {0, 0, 0, 0.231223896, 0.628531694, 0.14024438}}}},
+      {"aten._safe_softmax.default",
+       [] { return Args{T({-kInf, 1, -kInf, 2}, {2, 2}), 0, kFloat64}; },
+       {{kFloat64, {2, 2}, {0, 0.2689414213699951, 0, 0.7310585786300049}}}},
+      {"aten._safe_softmax.default", [] { return Args{T({0.5, -1, 2}, {3}, kFloat64), -1, Arg()}; },
+       {{kFloat64, {3}, {0.1752903921400367, 0.039112573270687456, 0.7855970345892759}}}},
+      // _softmax_backward_data / _log_softmax_backward_data(grad, output, dim, input_dtype).
+      {"aten._softmax_backward_data.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}), T({0.2, 0.3, 0.5, 0.6, 0.3, 0.1}, {2, 3}), 1,
+                     kFloat32};
+       },
+       {{kFloat32, {2, 3}, {0.230000019, -0.555000007, 0.325000018, 0.659999967, -0.570000052,
+                            -0.090000011}}}},
+      {"aten._softmax_backward_data.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}, kFloat64),
+                     T({0.2, 0.3, 0.5, 0.6, 0.3, 0.1}, {2, 3}, kFloat64), 0, kFloat64};
+       },
+       {{kFloat64, {2, 3}, {-0.2, -0.42, 0.07500000000000001, 0.6, 0.18, 0.065}}}},
+      {"aten._softmax_backward_data.default",
+       [] { return Args{T({2}, {}), T({1}, {}), 0, kFloat32}; },
+       {{kFloat32, {}, {0}}}},
+      {"aten._log_softmax_backward_data.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}),
+                     T({-1.5, -1.2, -0.7, -0.5, -1.2, -2.3}, {2, 3}), -1, kFloat32};
+       },
+       {{kFloat32, {2, 3}, {1.11156511, -1.8494029, 0.748292685, 0.573877335, -1.20477676,
+                            0.598964572}}}},
+      {"aten._log_softmax_backward_data.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {3, 2}, kFloat64),
+                     T({-1.5, -1.2, -0.7, -0.5, -1.2, -2.3}, {3, 2}, kFloat64), 0, kFloat64};
+       },
+       {{kFloat64, {3, 2}, {0.6653047597773553, -2.6023884238244044, -0.2448779556871143,
+                            1.7869386805747332, -0.4517913178683032, 0.7994823125543925}}}},
+      // native_layer_norm_backward(grad, input, normalized_shape, mean, rstd, weight, bias, mask).
+      {"aten.native_layer_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}), T({0.5, -1, 2, 1.5, 0.25, -0.75}, {2, 3}),
+                     L({3}), T({0.5, 0.25}, {2, 1}), T({0.8, 1.1}, {2, 1}), T({1.5, -1, 0.5}, {3}),
+                     T({0.1, 0.2, 0.3}, {3}), L({true, true, true})};
+       },
+       {{kFloat32, {2, 3}, {0.200000048, -0.0720000267, -0.127999783, 0.274426818, -1.83333349,
+                            0.990458488}},
+        {kFloat32, {3}, {4.125, 2.4000001, -0.5}},
+        {kFloat32, {3}, {4, -2, 1.5}}}},
+      {"aten.native_layer_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}), T({0.5, -1, 2, 1.5, 0.25, -0.75}, {2, 3}),
+                     L({3}), T({0.5, 0.25}, {2, 1}), T({0.8, 1.1}, {2, 1}), Arg(), Arg(),
+                     L({true, false, false})};
+       },
+       {{kFloat32, {2, 3}, {0.933333397, -0.506666601, -0.426666737, 0.308229089, -1.4666667,
+                            0.853416681}},
+        kNone,
+        kNone}},
+      {"aten.native_layer_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}), T({0.5, -1, 2, 1.5, 0.25, -0.75}, {2, 3}),
+                     L({3}), T({0.5, 0.25}, {2, 1}), T({0.8, 1.1}, {2, 1}), T({1.5, -1, 0.5}, {3}),
+                     T({0.1, 0.2, 0.3}, {3}), L({false, true, false})};
+       },
+       {kNone, {kFloat32, {3}, {4.125, 2.4000001, -0.5}}, kNone}},
+      {"aten.native_layer_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1}, {2, 3}), T({0.5, -1, 2, 1.5, 0.25, -0.75}, {2, 3}),
+                     L({2, 3}), T({0.375}, {1, 1}), T({0.9}, {1, 1}),
+                     T({1, 2, 3, -1, -2, 0.5}, {2, 3}), T({0, 0, 0, 1, 1, 1}, {2, 3}),
+                     L({true, true, true})};
+       },
+       {{kFloat32, {2, 3}, {1.43735158, -2.31086731, 1.13557029, -2.66383576, 0.662648439,
+                            1.61383581}},
+        {kFloat32, {2, 3}, {0.112500012, 2.4749999, 0.731249988, 3.03750014, 0, -1.01249993}},
+        {kFloat32, {2, 3}, {1, -2, 0.5, 3, 0, 1}}}},
+      {"aten.native_layer_norm_backward.default",
+       [] {
+         return Args{T({1, -2, 0.5, 3, 0, 1, 2, -1}, {2, 2, 2}, kFloat64),
+                     T({0.5, -1, 2, 1.5, 0.25, -0.75, 1, 3}, {2, 2, 2}, kFloat64), L({2}),
+                     T({-0.25, 1.75, -0.25, 2}, {2, 2, 1}, kFloat64),
+                     T({0.7, 1.2, 0.9, 2}, {2, 2, 1}, kFloat64), T({2, -0.5}, {2}, kFloat64), Arg(),
+                     L({true, true, false})};
+       },
+       {{kFloat64, {2, 2, 2}, {0.2535312500000002, -0.25353124999999976, 1.365, -1.365, 0.1794375,
+                               -0.17943750000000003, -10.5, 10.5}},
+        {kFloat64, {2}, {-3.325, -2.3000000000000007}},
+        kNone}},
   };
 }
 // clang-format on

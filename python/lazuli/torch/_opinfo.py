@@ -10,6 +10,10 @@ on Lazuli tensors with _aten.interpret, runs it, and compares the values with ea
 (torch.testing.assert_close at its default tolerances for the dtype; float16 and bfloat16 within
 a few 16-bit units, SIXTEEN_BIT_TOLERANCE says why). Backward is make_fx of a
 torch.func.vjp function, compared with the same function run eagerly.
+
+`check_on_device(case)` runs the same cases on the lazy lazuli device instead (no trace: op by op
+through the device's kernel, fallbacks to the CPU counted); tests/python/torch_frontend/
+test_device_opinfo.py uses it, `python -m lazuli.torch._opinfo --device` prints its summary.
 """
 from __future__ import annotations
 
@@ -55,11 +59,15 @@ EXTRA_OPINFOS = (
     "nn.functional.cosine_similarity", "nn.functional.normalize", "diag_embed", "rot90",
     "nn.functional.scaled_dot_product_attention", "nn.functional.conv1d", "nn.functional.conv2d",
     "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
-    "nn.functional.avg_pool2d",
+    "nn.functional.avg_pool2d", "torch.ops.aten._safe_softmax.default",
 )
 # OpInfos also traced whole whose names do not match the entry they reach.
 WHOLE_EXTRA = ("nn.functional.relu", "nn.functional.threshold", "nn.functional.linear", "matmul",
-               "clamp", "split", "squeeze", "full_like", "zeros_like")
+               "clamp", "split", "squeeze", "full_like", "zeros_like",
+               # their backward graphs reach the backward ops eager's autograd calls
+               "log_softmax", "torch.ops.aten._safe_softmax.default", "nn.functional.embedding",
+               "nn.functional.gelu", "nn.functional.hardtanh",
+               "native_layer_norm", "nn.functional.nll_loss", "select", "slice", "sigmoid", "tanh")
 # Random or uninitialized results: compared by shape and dtype only.
 UNORDERED_VALUES = frozenset({"empty", "empty_like", "new_empty", "empty_strided",
                               "new_empty_strided", "empty_permuted"})
@@ -142,6 +150,13 @@ for _name in ("all.dim", "all.dims", "arange.default", "arange.start", "bitwise_
               "floor_divide.Scalar", "isfinite.default", "pow.Scalar", "remainder.Scalar_Tensor",
               "reshape.default", "rsub.Scalar", "rsub.Tensor", "lerp.Tensor"):
     NOT_IN_OPINFO["aten." + _name] = "no sample's graph has it; checked directly in test_aten_table"
+# Backward ops eager's autograd calls (the lazy device sees them) that torch.func.vjp decomposes.
+for _name in ("aten.silu_backward.default", "aten.native_batch_norm_backward.default"):
+    NOT_IN_OPINFO[_name] = "torch.func.vjp decomposes it; checked by the C++ rows (aten_*_test.cpp)"
+NOT_IN_OPINFO["aten.zero.default"] = ("zero_'s functional form: the lazy device's x.zero_(); "
+                                      "checked by test_device_opinfo and the C++ rows")
+NOT_IN_OPINFO["aten.masked_fill.Tensor"] = ("the masked_fill OpInfo's first sample fills a number; "
+                                            "checked by the C++ rows (aten_pointwise_test.cpp)")
 # Random ops: their values are Lazuli's stream, not eager's (SKIP_OPINFOS skips their OpInfos;
 # a sample of another OpInfo whose graph draws from one, attention with dropout_p > 0, is skipped).
 RANDOM_ENTRIES = frozenset(e.name for e in _C._aten.entries() if e.random)
@@ -434,6 +449,249 @@ def check(case) -> Result:
     return Result(used)
 
 
+# ---- the lazy device ----------------------------------------------------------------------------
+# check_on_device(case) runs a case's op on the lazuli device (lazuli.torch.device()) instead of
+# through the bridge: the sample's tensors move to the device (those that require grad become
+# leaves there), case.op.op runs on them op by op through the device's kernel (python/device/
+# dispatch.cpp: the ATen table, or the CPU where the table lacks the op, counted as
+# fallback::<op>), and every output read back with .cpu() is compared with eager CPU at the
+# bridge mode's tolerances. Backward runs torch.autograd.grad on the device with the bridge mode's
+# cotangents. No graph, no decompositions: the device sees what eager dispatch sends it, in-place
+# and out= variants and views included. A case is lowered when no fallback:: counter moved; one
+# that passes through the CPU fallback passes "with fallback".
+
+# Samples per dtype on the device (forward; backward takes the same samples, floats only). A case
+# costs ~2 ms, far less than a trace, so the budget is set by pytest's cost per test: ~12,500
+# cases, every OpInfo at every dtype, in under a minute on two cores (all of op_db's samples for
+# these OpInfos, ~45,000 cases, find no other cause of failure).
+DEVICE_SAMPLES = {torch.float32: 16, torch.float64: 6, torch.int32: 6, torch.int64: 6,
+                  torch.bool: 6, torch.float16: 6, torch.bfloat16: 6}
+# Sample tensors that stay on the CPU, as in PyTorch's own device tests (the OpInfo's sample
+# function makes them on the CPU whatever the device): per OpInfo, positions among the sample's
+# tensors.
+HOST_TENSORS = {"tensor_split": (1,)}  # indices_or_sections: eager requires a CPU tensor
+# Tolerances the device mode adds to TOLERANCES (OpInfos whose samples the bridge's budget never
+# reached), with why.
+DEVICE_TOLERANCES = {
+    # As nn.functional.layer_norm: a single element normalized, the weight's gradient is eager's
+    # rounding noise times rsqrt(eps).
+    "native_layer_norm": TOLERANCES["nn.functional.layer_norm"],
+}
+
+
+@dataclasses.dataclass
+class DeviceResult:
+    fallbacks: dict = dataclasses.field(default_factory=dict)  # "aten.<overload>" -> calls
+    skip: Optional[str] = None
+    error: Optional[str] = None
+    # "float64" where a 16-bit result missed eager's but is within the tolerance of eager's
+    # float64 result rounded to the dtype (eager's 16-bit CPU kernel was the less accurate).
+    reference: str = "eager"
+
+    @property
+    def passed(self) -> bool:
+        return self.skip is None and self.error is None
+
+    @property
+    def lowered(self) -> bool:
+        """Passed with every op on the table (no fallback:: counter moved)."""
+        return self.passed and not self.fallbacks
+
+    @property
+    def outcome(self) -> str:
+        if self.skip is not None:
+            return "skipped"
+        if self.error is not None:
+            return "failed"
+        return "passed with fallback" if self.fallbacks else "passed"
+
+
+def device_cases(samples=None) -> List[Case]:
+    """The cases check_on_device runs: cases() at DEVICE_SAMPLES, less the bridge's traces
+    without decompositions (the device has no trace)."""
+    return [c for c in cases(samples or DEVICE_SAMPLES) if c.decompose]
+
+
+# The counters a case reads: the CPU fallback's, and the reference backend's executed random
+# nodes (rng_uniform...: the device's values are Lazuli's stream, not eager's).
+def _counts():
+    return {n: lz.debug.counter_value(n) for n in lz.debug.counter_names()
+            if n.startswith("fallback::") or n.startswith("ExecutedNode::rng")}
+
+
+def _moved(before, prefix):
+    after = _counts()
+    return {n.split("::", 1)[1]: v - before.get(n, 0) for n, v in after.items()
+            if n.startswith(prefix) and v != before.get(n, 0)}
+
+
+def _device_inputs(case, dev):
+    """(the sample's tensors on the device, a function of them that calls the op there). A
+    factory's device= keyword names the device too."""
+    s = case.sample
+    leaves, spec = pytree.tree_flatten((s.input, s.args, s.kwargs))
+    idx = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    moved = []
+    host = HOST_TENSORS.get(case.op.name, ())
+    for k, i in enumerate(idx):
+        t = leaves[i].detach()
+        if k not in host:
+            t = t.to(dev).requires_grad_(leaves[i].requires_grad)
+        moved.append(t)
+
+    def call(*ts):
+        ls = list(leaves)
+        for i, t in zip(idx, ts):
+            ls[i] = t
+        a, args, kwargs = pytree.tree_unflatten(ls, spec)
+        if "device" in kwargs:
+            kwargs = dict(kwargs, device=dev)
+        return case.op.op(a, *args, **kwargs)
+
+    return moved, call
+
+
+def _tied_gradient(case, g):
+    """A TIED_INDICES op's input gradient in an order independent of which of equal elements the
+    op picked: along the op's dim, by the input's value, then by the gradient's (elements tied in
+    the input hold the same cotangents, in some order)."""
+    _, position, keyword, default = TIED_INDICES[case.op.name]
+    args, kwargs = case.sample.args, case.sample.kwargs
+    dim = args[position] if position is not None and len(args) > position else kwargs.get(
+        keyword, default)
+    x = case.sample.input.detach()
+    if x.dim() == 0 or g.shape != x.shape:
+        return g
+    by_grad = g.argsort(stable=True, dim=dim)
+    by_x = x.gather(dim, by_grad).argsort(stable=True, dim=dim)
+    return g.gather(dim, by_grad).gather(dim, by_x)
+
+
+def _device_tolerance(case, expected):
+    if expected.dtype in SIXTEEN_BIT_TOLERANCE:
+        return _tolerance(case, expected)
+    return DEVICE_TOLERANCES.get(case.op.name) or _tolerance(case, expected)
+
+
+def _compare(case, got_leaves, want_leaves, where):
+    """None, or what differs between the device's outputs (read back) and eager's."""
+    if len(got_leaves) != len(want_leaves):
+        return f"{where}: {len(got_leaves)} outputs, eager has {len(want_leaves)}"
+    for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        try:
+            if not isinstance(w, torch.Tensor):
+                assert not isinstance(g, torch.Tensor) and g == w, f"{g!r} != {w!r}"
+            elif not isinstance(g, torch.Tensor):
+                raise AssertionError(f"{g!r}, eager has a tensor")
+            elif TIED_INDICES.get(case.op.name, (None,))[0] == k and not case.backward:
+                _check_tied_indices(case, g, w)
+            elif case.op.name in UNORDERED_VALUES and not case.backward:
+                assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{list(g.shape)}"
+            else:
+                w = w.detach()
+                if case.backward and case.op.name in TIED_INDICES:
+                    g, w = _tied_gradient(case, g), _tied_gradient(case, w)
+                torch.testing.assert_close(g, w, equal_nan=True, check_stride=False,
+                                           **_device_tolerance(case, w))
+        except AssertionError as e:
+            return f"{where}: {'gradient' if case.backward else 'output'} {k}: {e}"
+    return None
+
+
+def check_on_device(case) -> DeviceResult:
+    """Runs one case on the lazuli device; see the comment above DEVICE_SAMPLES."""
+    from . import _device
+    dev = _device.device()
+    tensors, call = _flat_function(case)
+    inputs = [t.detach() for t in tensors]
+    where = f"{case.id}: {_describe(case)}"
+    if any(t.layout != torch.strided for t in tensors):
+        return DeviceResult(skip="a sparse input: the device has strided tensors only")
+    lacking = sorted({_aten.dtype_name(t.dtype) for t in tensors if t.dtype not in DTYPES})
+    if lacking:
+        return DeviceResult(skip=f"a {', '.join(lacking)} input: a dtype the device lacks")
+    if not tensors and "device" not in case.sample.kwargs:
+        return DeviceResult(skip="no tensor and no device=: the op makes a CPU tensor")
+    # Made before eager runs: an op that writes an input must not change the device's copy.
+    dev_inputs, dev_call = _device_inputs(case, dev)
+    cots = []
+    diff = [i for i, t in enumerate(tensors) if t.requires_grad and t.dtype.is_floating_point]
+    process = case.sample.output_process_fn_grad
+    fn = call
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if case.backward:
+                fn = _backward_function(case, tensors, call)
+                if fn is None:
+                    return DeviceResult(skip="no differentiable input")
+                torch.manual_seed(1)
+                outs = _float_leaves(process(call(*inputs)))
+                if not outs:
+                    return DeviceResult(skip="no differentiable output")
+                cots = [torch.randn_like(o) for o in outs]
+                inputs = inputs + cots
+            expected = fn(*inputs)
+            if case.dtype in SIXTEEN_BIT_TOLERANCE and case.op.name in FLOAT64_REFERENCE:
+                expected = _in_float64(fn, inputs, case.dtype)
+    except Exception as e:  # noqa: BLE001 (a sample eager refuses is no case)
+        return DeviceResult(skip=f"eager raised {type(e).__name__}")
+    before = _counts()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = dev_call(*dev_inputs)
+            if case.backward:
+                leaves = [dev_inputs[i] for i in diff]
+                pairs = [(o, c.to(dev)) for o, c in zip(_float_leaves(process(out)), cots)
+                         if o.requires_grad]
+                # As torch.func.vjp: outputs that need no grad add nothing, unreached inputs
+                # get zeros.
+                grads = (torch.autograd.grad([o for o, _ in pairs], leaves,
+                                             [c for _, c in pairs], allow_unused=True)
+                         if pairs else [None] * len(leaves))
+                out = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+            got = pytree.tree_leaves(out)
+            misplaced = [k for k, g in enumerate(got)
+                         if isinstance(g, torch.Tensor) and g.device != dev]
+            got = [g.detach().cpu() if isinstance(g, torch.Tensor) else g for g in got]
+    except Exception as e:  # noqa: BLE001 (the device must run what eager runs)
+        msg = str(e).strip().split("\n")[0][:300]
+        return DeviceResult(_moved(before, "fallback::"),
+                            error=f"{where}: device raised {type(e).__name__}: {msg}")
+    fallbacks = _moved(before, "fallback::")
+    if misplaced:
+        return DeviceResult(fallbacks, error=f"{where}: outputs {misplaced} are not on the device")
+    error = _compare(case, got, pytree.tree_leaves(expected), where)
+    if error and _moved(before, "ExecutedNode::rng"):
+        return DeviceResult(fallbacks, skip="random: Lazuli's stream, not eager's")
+    if error and case.dtype in SIXTEEN_BIT_TOLERANCE and case.op.name not in FLOAT64_REFERENCE:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                wide = _in_float64(fn, inputs, case.dtype)
+        except Exception:  # noqa: BLE001
+            return DeviceResult(fallbacks, error=error)
+        if _compare(case, got, pytree.tree_leaves(wide), where) is None:
+            return DeviceResult(fallbacks, reference="float64")
+    return DeviceResult(fallbacks, error=error)
+
+
+def main_device():
+    import collections
+    import sys
+
+    lz._C._set_backend("interp")
+    counts = collections.Counter()
+    for c in device_cases():
+        r = check_on_device(c)
+        counts[("backward" if c.backward else "forward", r.outcome)] += 1
+        if r.error:
+            print("FAIL", r.error, file=sys.stderr)
+    for k, v in sorted(counts.items()):
+        print(*k, v)
+
+
 def main():
     import collections
     import sys
@@ -451,4 +709,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys as _sys
+    main_device() if "--device" in _sys.argv[1:] else main()
