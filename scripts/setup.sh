@@ -31,12 +31,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DLAZULI_BUILD_PYTHON=ON >/dev/null
-cmake --build "$BUILD_DIR"
-
-# PyTorch for the torch.compile bridge and its tests (requirements-torch.txt), installed once per
-# machine outside the checkout and reused (scripts/torch-venv.sh); LAZULI_SKIP_TORCH=1 skips it.
+# PyTorch for the torch.compile bridge, the lazy PyTorch device and their tests
+# (requirements-torch.txt), installed once per machine outside the checkout and reused
+# (scripts/torch-venv.sh); the device (python/device/) is built against it. LAZULI_SKIP_TORCH=1
+# skips both.
+TORCH_SITE=""
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
-  bash scripts/torch-venv.sh >/dev/null
+  TORCH_SITE=$(bash scripts/torch-venv.sh)
 fi
+
+BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DLAZULI_BUILD_PYTHON=ON \
+      -DLAZULI_TORCH_SITE="$TORCH_SITE" >/dev/null
+cmake --build "$BUILD_DIR"

@@ -20,8 +20,13 @@ VENV=$(mktemp -d)/venv
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
 # pip builds out of the tree (tools/build_backend/lazuli_build.py): the checkout must not change.
 # PYTHONDONTWRITEBYTECODE: Python's import cache of the backend module is not the build's doing.
+# The lazy PyTorch device is built into the wheel against the pinned torch (LAZULI_TORCH_SITE).
+TORCH_SITE=""
+if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
+  TORCH_SITE=$(bash scripts/torch-venv.sh)
+fi
 STAMP=$(mktemp) TREE_BEFORE=$(git status --porcelain --ignored 2>&1 || true)
-PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" install --no-index --quiet .
+LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" install --no-index --quiet .
 WRITTEN=$(find . -path ./.git -prune -o -newer "$STAMP" -print)
 if [ -n "$WRITTEN" ] || [ "$TREE_BEFORE" != "$(git status --porcelain --ignored 2>&1 || true)" ]; then
   echo "pip install . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
@@ -31,7 +36,6 @@ fi
 # checkout (scripts/torch-venv.sh), is made visible to the test venv by a .pth file, not copied.
 # LAZULI_SKIP_TORCH=1 leaves it out (those tests are then not collected).
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
-  TORCH_SITE=$(bash scripts/torch-venv.sh)
   "$VENV/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/lazuli-torch.pth", "w").write(sys.argv[1] + "\n")' "$TORCH_SITE"
   "$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "from", torch.__file__)'
 fi

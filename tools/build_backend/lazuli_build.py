@@ -1,6 +1,7 @@
 """PEP 517 build backend for Lazuli, kept in the tree so `pip install .` works offline.
 
-build_wheel configures and builds the `_C` extension with CMake and Ninja outside the source tree
+build_wheel configures and builds the `_C` extension (and, where PyTorch is found, the lazy
+PyTorch device: `_torch_site`) with CMake and Ninja outside the source tree
 (in a temporary directory removed afterwards, or in $LAZULI_WHEEL_BUILD_DIR, kept and reused, for
 fast repeated installs), then writes a wheel holding python/lazuli's modules and the extension
 built there. Nothing is written into the source tree. Run scripts/setup.sh first on a fresh
@@ -35,15 +36,33 @@ def _tag():
     return f"{py}-{py}-{plat}"
 
 
+def _torch_site():
+    """The site-packages folder holding PyTorch, to build the lazy device against: the
+    LAZULI_TORCH_SITE environment variable, else the building Python's own torch (with pip's
+    --no-build-isolation), else none (the wheel then has no lazy device)."""
+    site = os.environ.get("LAZULI_TORCH_SITE")
+    if site:
+        return site
+    try:
+        import torch
+    except ImportError:
+        return ""
+    return str(pathlib.Path(torch.__file__).resolve().parents[1])
+
+
 def _build_extension(build):
-    """Builds _C and its liblazuli_jit.so into build/lazuli; returns that directory."""
+    """Builds _C, liblazuli.so, liblazuli_jit.so and, where PyTorch is found, the lazy device
+    (_device.so) into build/lazuli; returns that directory."""
     out = build / NAME
+    site = _torch_site()
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
                            "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
                            "-DLAZULI_BUILD_TESTS=OFF", "-DLAZULI_BUILD_BENCH=OFF",
                            "-DLAZULI_BUILD_EXAMPLES=OFF", f"-DLAZULI_PYTHON_OUTPUT_DIR={out}",
+                           f"-DLAZULI_TORCH_SITE={site}",
                            f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
-    subprocess.check_call(["cmake", "--build", str(build), "--target", "_C"], stdout=sys.stderr)
+    targets = ["_C"] + (["lazuli_device"] if site else [])
+    subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
     return out
 
 
@@ -94,10 +113,12 @@ def _write_wheel(wheel_directory, built):
     # extension and the LLVM code generator it loads at the first kernel compile from the build.
     modules = [(p, p.relative_to(pkg)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
     binaries = [(p, p.relative_to(built)) for p in built.iterdir()
-                if p.name == "liblazuli_jit.so" or (p.name.startswith("_C.") and p.suffix == ".so")]
-    if not any(p.name.startswith("_C.") for p, _ in binaries) or not any(
-            p.name == "liblazuli_jit.so" for p, _ in binaries):
-        raise RuntimeError("the _C extension or liblazuli_jit.so was not built; see the CMake output above")
+                if p.name in ("liblazuli.so", "liblazuli_jit.so", "_device.so")
+                or (p.name.startswith("_C.") and p.suffix == ".so")]
+    names = {p.name for p, _ in binaries}
+    if not any(n.startswith("_C.") for n in names) or not {"liblazuli.so", "liblazuli_jit.so"} <= names:
+        raise RuntimeError("the _C extension, liblazuli.so or liblazuli_jit.so was not built; see "
+                           "the CMake output above")
     files = sorted(modules + binaries, key=lambda f: f[1].as_posix())
     dist_info = f"{NAME}-{VERSION}.dist-info"
     wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"

@@ -4,9 +4,15 @@
   ``torch_dynamo_backends`` entry point without importing lazuli; also ``lazuli.torch.backend``.
 - ``to_lazuli(t)`` / ``to_torch(t)``: CPU tensors across the boundary without copies.
 - ``supported_ops()``: the ATen overloads the lowering table (C++, src/aten/) handles, with their conditions.
+- ``device()``: PyTorch tensors on the lazy Lazuli device (``model.to("lazuli")``), an explicit
+  opt-in; ``sync()``, ``wait()``, ``add_step_closure()``, ``tensor_state()``, ``compile()``,
+  ``eager_mode()`` for them.
 """
 from ._aten import supported_ops  # noqa: F401
 from ._boundary import to_lazuli, to_torch  # noqa: F401
 from ._bridge import backend  # noqa: F401
+from ._device import (add_step_closure, compile, device, eager_mode, sync,  # noqa: F401,A004
+                      tensor_state, wait)
 
-__all__ = ["backend", "to_lazuli", "to_torch", "supported_ops"]
+__all__ = ["backend", "to_lazuli", "to_torch", "supported_ops", "device", "sync", "wait",
+           "add_step_closure", "tensor_state", "compile", "eager_mode"]

@@ -1,0 +1,118 @@
+#include "lazuli_tensor.h"
+
+#include <c10/core/DispatchKeySet.h>
+
+namespace lzdev {
+
+std::optional<lz::DType> lazuli_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool:
+      return lz::DType::Bool;
+    case c10::ScalarType::Int:
+      return lz::DType::Int32;
+    case c10::ScalarType::Long:
+      return lz::DType::Int64;
+    case c10::ScalarType::Float:
+      return lz::DType::Float32;
+    case c10::ScalarType::Double:
+      return lz::DType::Float64;
+    case c10::ScalarType::Half:
+      return lz::DType::Float16;
+    case c10::ScalarType::BFloat16:
+      return lz::DType::BFloat16;
+    default:
+      return std::nullopt;
+  }
+}
+
+c10::ScalarType torch_dtype(lz::DType t) {
+  switch (t) {
+    case lz::DType::Bool:
+      return c10::ScalarType::Bool;
+    case lz::DType::Int32:
+      return c10::ScalarType::Int;
+    case lz::DType::Int64:
+      return c10::ScalarType::Long;
+    case lz::DType::Float32:
+      return c10::ScalarType::Float;
+    case lz::DType::Float64:
+      return c10::ScalarType::Double;
+    case lz::DType::Float16:
+      return c10::ScalarType::Half;
+    case lz::DType::BFloat16:
+      return c10::ScalarType::BFloat16;
+  }
+  return c10::ScalarType::Undefined;
+}
+
+LazuliTensorImpl::LazuliTensorImpl(lz::Tensor value, c10::DeviceIndex index)
+    : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                      c10::scalarTypeToTypeMeta(torch_dtype(value.dtype())),
+                      c10::Device(c10::DeviceType::PrivateUse1, index)),
+      value_(std::move(value)) {
+  set_storage_access_should_throw();
+  refresh_metadata();
+}
+
+void LazuliTensorImpl::refresh_metadata() {
+  data_type_ = c10::scalarTypeToTypeMeta(torch_dtype(value_.dtype()));
+  set_sizes_and_strides(value_.shape(), value_.strides());
+  refresh_numel();
+  refresh_contiguous();
+}
+
+void LazuliTensorImpl::check_writable(const std::string& op) const {
+  TORCH_CHECK(
+      read_only_.empty(), "lazuli: ", op, " writes into a tensor that is ", read_only_,
+      "; a write would not reach the tensor it was taken from. Write through views the "
+      "device has (slicing, select, view, transpose) or compute the new value out of place");
+}
+
+void LazuliTensorImpl::set_value(lz::Tensor value) {
+  value_ = std::move(value);
+  refresh_metadata();
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazuliTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazuliTensorImpl>(value_, device().index());
+  copy_tensor_metadata(this, impl.get(), version_counter, allow_tensor_metadata_change);
+  impl->read_only_ = read_only_;
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LazuliTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  auto impl = c10::make_intrusive<LazuliTensorImpl>(value_, device().index());
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
+  impl->read_only_ = read_only_;
+  return impl;
+}
+
+void LazuliTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<LazuliTensorImpl*>(impl.get());
+  TORCH_CHECK(other != nullptr, "lazuli: cannot take the data of a ", impl->device(),
+              " tensor into a lazuli tensor (move it with .to('lazuli') first)");
+  copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
+  value_ = other->value_;
+  read_only_ = other->read_only_;
+}
+
+at::Tensor wrap(lz::Tensor value) {
+  if (!value.defined()) return at::Tensor();
+  return at::Tensor(c10::make_intrusive<LazuliTensorImpl>(std::move(value), 0));
+}
+
+LazuliTensorImpl* impl_of(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_privateuseone()) return nullptr;
+  return dynamic_cast<LazuliTensorImpl*>(t.unsafeGetTensorImpl());
+}
+
+const lz::Tensor& value_of(const at::Tensor& t, const char* what) {
+  LazuliTensorImpl* impl = impl_of(t);
+  TORCH_CHECK_TYPE(impl != nullptr, "lazuli: ", what, " must be a lazuli tensor, got ",
+                   t.defined() ? t.device().str() : std::string("an undefined tensor"));
+  return impl->value();
+}
+
+}  // namespace lzdev

@@ -1,0 +1,62 @@
+// A PyTorch tensor on the lazy Lazuli device: a c10::TensorImpl whose value is a Lazuli tensor
+// (lz::Tensor, in one of its four states), with no storage of its own. Sizes and strides are the
+// Lazuli tensor's (a Lazuli view reports the strides PyTorch would give it), so aliasing rules
+// and is_contiguous() read as in eager PyTorch. data_ptr() and storage() raise, as on PyTorch's
+// own lazy devices: values leave through .cpu() or .item() (value reads, DESIGN.md 4).
+//
+// Identity: the impl shares the Lazuli tensor's handle, so an in-place op recorded on the Lazuli
+// tensor (it takes a new IR value) is seen by every torch tensor over it; detach() and .data
+// share it too. Only resize_ and set_ give an impl another Lazuli tensor.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorImpl.h>
+
+#include <optional>
+#include <string>
+
+#include "lazuli/tensor.h"
+
+namespace lzdev {
+
+class LazuliTensorImpl final : public c10::TensorImpl {
+ public:
+  LazuliTensorImpl(lz::Tensor value, c10::DeviceIndex index);
+
+  const lz::Tensor& value() const { return value_; }
+  // Another Lazuli tensor (resize_, set_, an in-place view op such as t_): sizes, strides and
+  // dtype follow it.
+  void set_value(lz::Tensor value);
+
+  // A copy standing for a strided view Lazuli cannot express (as_strided: diagonal, unfold):
+  // reading it is right, writing into it would not reach its base, so writes raise (the reason
+  // is what they say).
+  void set_read_only(std::string reason) { read_only_ = std::move(reason); }
+  // Throws, naming `op`, if this tensor may not be written.
+  void check_writable(const std::string& op) const;
+
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      const c10::VariableVersion& version_counter,
+      bool allow_tensor_metadata_change) const override;
+  c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
+      c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const override;
+  void shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) override;
+
+ private:
+  void refresh_metadata();
+
+  lz::Tensor value_;
+  std::string read_only_;  // why writes raise, or empty
+};
+
+// The device tensor over `value` (undefined stays undefined).
+at::Tensor wrap(lz::Tensor value);
+// The impl of a device tensor, or null for any other tensor.
+LazuliTensorImpl* impl_of(const at::Tensor& t);
+// The Lazuli tensor of a device tensor (TypeError naming `what` for any other).
+const lz::Tensor& value_of(const at::Tensor& t, const char* what);
+
+// Dtypes both ways; nullopt for a torch dtype Lazuli lacks.
+std::optional<lz::DType> lazuli_dtype(c10::ScalarType t);
+c10::ScalarType torch_dtype(lz::DType t);
+
+}  // namespace lzdev

@@ -1,0 +1,38 @@
+// What Python asks the device directly, as ops of the `lazuli` namespace (torch.ops.lazuli.*):
+// the device has no pybind11 module of its own (torch's pybind11 and the one Lazuli's _C is
+// built with keep separate type registries), so Python reaches it through the dispatcher.
+// Every other runtime call (sync, wait, metrics) is lazuli's own: one runtime.
+#include <torch/library.h>
+
+#include "lazuli/lazuli.h"
+#include "lazuli_tensor.h"
+
+namespace lzdev {
+namespace {
+
+// "device_data" | "ir" | "host" | "view": the state of a device tensor's Lazuli tensor.
+std::string tensor_state(const at::Tensor& t) {
+  return lz::debug::tensor_state(value_of(t, "tensor_state's argument"));
+}
+
+// Whether `t` is a tensor of this device (its impl is Lazuli's).
+bool is_lazuli(const at::Tensor& t) { return impl_of(t) != nullptr; }
+
+// The pending graph of these device tensors (text), nothing compiled or run.
+std::string dump_graph(const std::vector<at::Tensor>& ts) {
+  std::vector<lz::Tensor> values;
+  for (const at::Tensor& t : ts) values.push_back(value_of(t, "dump_graph's argument"));
+  return lz::debug::dump_graph(values);
+}
+
+}  // namespace
+
+// CompositeImplicitAutograd (the catch-all kernel m.def registers): below autograd, before any
+// backend, so the device's own fallback never sees these.
+TORCH_LIBRARY(lazuli, m) {
+  m.def("tensor_state(Tensor t) -> str", &tensor_state);
+  m.def("is_lazuli(Tensor t) -> bool", &is_lazuli);
+  m.def("dump_graph(Tensor[] ts) -> str", &dump_graph);
+}
+
+}  // namespace lzdev

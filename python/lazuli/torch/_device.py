@@ -1,0 +1,164 @@
+"""PyTorch tensors on a lazy Lazuli device (DESIGN.md 5b): ``lazuli.torch.device()``.
+
+``device()`` loads the device's kernels (``_device.so``, built beside the extension where PyTorch
+was installed at build time), names PyTorch's PrivateUse1 backend "lazuli" and registers this
+module's ``DeviceModule`` as ``torch.lazuli``. From then on ``t.to("lazuli")``,
+``model.to("lazuli")`` and ``torch.randn(..., device="lazuli")`` make tensors whose values are
+Lazuli tensors: every op records IR through the ATen table (src/aten/), and ``sync()`` is the one
+runtime's step barrier (``lazuli.sync``), over every live tensor, device tensors included.
+
+Registering is explicit and once per process: the device becomes PyTorch's current accelerator
+(``torch.accelerator``, DataLoader's pin_memory target), so importing lazuli.torch or using the
+torch.compile backend never does it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import torch
+
+import lazuli as lz
+
+_LOCK = threading.Lock()
+_REGISTERED = False
+NAME = "lazuli"
+
+
+def _library_path():
+    return os.path.join(os.path.dirname(lz.__file__), "_device.so")
+
+
+class DeviceModule:
+    """torch.lazuli: what PyTorch asks a PrivateUse1 backend's module (torch/random.py,
+    torch/amp, torch.accelerator)."""
+
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def device_count():
+        return 1
+
+    @staticmethod
+    def current_device():
+        return 0
+
+    @staticmethod
+    def set_device(index):
+        if int(index) != 0:
+            raise RuntimeError(f"lazuli: there is one device, lazuli:0; got lazuli:{index}")
+
+    @staticmethod
+    def is_initialized():
+        return True
+
+    @staticmethod
+    def _lazy_init():
+        pass
+
+    @staticmethod
+    def _is_in_bad_fork():
+        return False
+
+    _seed = 67280421310721  # torch's default seed, until manual_seed
+
+    @classmethod
+    def manual_seed(cls, seed):
+        # The seed is a device scalar inside the step graph: reseeding never recompiles.
+        cls._seed = int(seed)
+        lz.manual_seed(cls._seed)
+
+    manual_seed_all = manual_seed
+
+    @classmethod
+    def seed(cls):
+        cls.manual_seed(int(torch.randint(0, 2 ** 62, ()).item()))
+
+    seed_all = seed
+
+    @classmethod
+    def initial_seed(cls):
+        return cls._seed
+
+    @classmethod
+    def get_rng_state(cls, device="lazuli"):
+        """The last seed (Lazuli's stream is a function of it and of the steps since)."""
+        return torch.tensor([cls._seed], dtype=torch.int64).view(torch.uint8)
+
+    @classmethod
+    def set_rng_state(cls, state, device="lazuli"):
+        cls.manual_seed(int(state.view(torch.int64)[0]))
+
+    @staticmethod
+    def device(device):
+        """torch.lazuli.device(d): a context for the current device (there is one)."""
+        return contextlib.nullcontext()
+
+    @staticmethod
+    def synchronize(device=None):
+        lz.wait()
+
+    @staticmethod
+    def get_amp_supported_dtype():
+        return [torch.bfloat16, torch.float16]
+
+
+def device(index: int = 0) -> torch.device:
+    """Registers the ``lazuli`` device (once per process; an explicit opt-in) and returns
+    ``torch.device("lazuli:0")``."""
+    global _REGISTERED
+    if index != 0:
+        raise ValueError(f"lazuli: there is one device, lazuli:0; got index {index}")
+    with _LOCK:
+        if not _REGISTERED:
+            _register()
+            _REGISTERED = True
+    return torch.device(NAME, index)
+
+
+def _register():
+    path = _library_path()
+    if not os.path.exists(path):
+        raise ImportError(
+            "lazuli: the lazy PyTorch device was not built with this installation (no "
+            f"{os.path.basename(path)} beside lazuli's extension). It is built where PyTorch is "
+            "installed when Lazuli is built: scripts/setup.sh does it; with pip, install PyTorch "
+            "first, then `pip install --no-build-isolation .`.")
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", NAME):
+        raise RuntimeError(f"lazuli: PyTorch's PrivateUse1 backend is already {current!r}; a process "
+                           "can hold one such backend")
+    torch.ops.load_library(path)
+    if current != NAME:
+        torch.utils.rename_privateuse1_backend(NAME)
+        torch._register_device_module(NAME, DeviceModule)
+        torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    # Views of device tensors are remade by replaying their view ops when autograd needs them
+    # (a lazy value has no strided memory for as_strided to address).
+    torch._C._set_view_replay_enabled(True)
+    # Not set here: torch.__future__.set_swap_module_params_on_conversion, which would keep
+    # Parameter objects (and so tied weights) across model.to("lazuli"), is process-wide and
+    # makes load_state_dict fail on any parameter something holds a weak reference to (compiled
+    # code's guards). As on PyTorch/XLA, model.to("lazuli") makes new Parameters: re-tie shared
+    # weights after the move (transformers: model.tie_weights()) and build optimizers after it.
+
+
+def tensor_state(t: torch.Tensor) -> str:
+    """"device_data" | "ir" | "host" | "view": the state of a device tensor's Lazuli tensor."""
+    return torch.ops.lazuli.tensor_state(t)
+
+
+# The runtime calls for device tensors are Lazuli's own: one runtime, one barrier over every live
+# tensor (device tensors and lazuli tensors alike), one set of counters.
+def sync(wait: bool = False) -> None:
+    """The step barrier over every live device tensor (lazuli.sync)."""
+    lz.sync(wait=wait)
+
+
+wait = lz.wait
+add_step_closure = lz.add_step_closure
+compile = lz.compile  # noqa: A001 (PyTorch/XLA's and lazuli's name)
+eager_mode = lz.eager_mode
