@@ -134,12 +134,29 @@ class Candidate:
             import torch_xla
             import torch_xla.core.xla_model as xm
             self.device = torch_xla.device()
-            self._xm = xm
             model = model.to(self.device)
+
+            def barrier():
+                xm.mark_step()
+                xm.wait_device_ops()
+        elif name == "lazuli_device":
+            # The lazy Lazuli device: every step traced (its ops recorded), then one program.
+            import lazuli
+            import lazuli.torch
+            self.device = lazuli.torch.device()
+            model = model.to(self.device)
+            if hasattr(model, "tie_weights"):  # new Parameters after the move: re-tie
+                model.tie_weights()
+
+            def barrier():
+                lazuli.torch.sync()
+                lazuli.wait()
         else:
             self.device = None
+            barrier = None
+        self._barrier = barrier
         fn = _step_fn(workload, model)
-        if name == "eager" or name == "xla_lazy":
+        if name in ("eager", "xla_lazy", "lazuli_device"):
             self.fn = fn
         elif name == "inductor":
             self.fn = torch.compile(fn, backend="inductor")
@@ -163,8 +180,7 @@ class Candidate:
             ins = make_inputs(self.workload, batch)
             if self.device is not None:
                 ins = tuple(t.to(self.device) for t in ins)
-                self._xm.mark_step()
-                self._xm.wait_device_ops()
+                self._barrier()
             self._inputs[batch] = ins
         return self._inputs[batch]
 
@@ -180,10 +196,9 @@ class Candidate:
 
     def finish(self):
         if self.device is not None:
-            # The lazy device computes at the step barrier; openxla's compiled graphs run
-            # asynchronously too: both end the step with a barrier and a wait.
-            self._xm.mark_step()
-            self._xm.wait_device_ops()
+            # A lazy device computes at the step barrier; openxla's compiled graphs run
+            # asynchronously too: each ends the step with a barrier and a wait.
+            self._barrier()
         elif self.name.startswith("lazuli"):
             import lazuli
             lazuli.wait()

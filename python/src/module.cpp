@@ -14,7 +14,9 @@
 namespace lzpy {
 namespace {
 
-std::string g_package_dir;  // frames under it belong to lazuli, not to the user
+// Frames under these belong to a library (lazuli; torch once the lazy device is registered, so
+// a device op's cut names the user's line, not torch's module code), not to the user.
+std::vector<std::string> g_library_dirs;
 
 // Per code object: is it user code, and its file and function names. Converting names to C++
 // strings dominated the frame walk, so each code object is converted once. Entries hold a
@@ -38,7 +40,8 @@ CodeInfo& code_info(PyCodeObject* code) {
   // Compared normalized: a sys.path entry such as "examples/../python" names the package's files
   // through "..", and they must still count as the library's.
   std::string normal = std::filesystem::path(file).lexically_normal().string();
-  bool user = g_package_dir.empty() || normal.rfind(g_package_dir, 0) != 0;
+  bool user = true;
+  for (const std::string& dir : g_library_dirs) user = user && normal.rfind(dir, 0) != 0;
   Py_INCREF(code);
   return g_code_cache.emplace(code, CodeInfo{user, std::move(file), std::string(py::str(code->co_name)), {}})
       .first->second;
@@ -209,10 +212,16 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("is_floating_point", [](lz::DType d) { return lz::is_floating(d); });
 
   m.def("_set_package_dir", [](std::string dir) {
-    lzpy::g_package_dir = std::move(dir);
+    lzpy::g_library_dirs = {std::move(dir)};
     lz::set_frame_provider(&lzpy::python_frames);
     lz::set_call_site_provider(&lzpy::python_call_site);
   });
+  m.def("_add_library_dir", [](std::string dir) {
+    // Code objects already classified may now be a library's: classify them again.
+    for (auto& [code, info] : lzpy::g_code_cache) Py_DECREF(code);
+    lzpy::g_code_cache.clear();
+    lzpy::g_library_dirs.push_back(std::move(dir));
+  }, "Frames under `dir` are a library's, not the user's (cut reasons, call sites).");
 
   py::class_<lz::Tensor> tensor_cls = lzpy::bind_tensor(m);
   lzpy::bind_ops(m, tensor_cls);

@@ -139,6 +139,8 @@ def _register():
     # Views of device tensors are remade by replaying their view ops when autograd needs them
     # (a lazy value has no strided memory for as_strided to address).
     torch._C._set_view_replay_enabled(True)
+    # A device op's cut or fallback names the user's line, not torch's module code.
+    lz._C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
     # Not set here: torch.__future__.set_swap_module_params_on_conversion, which would keep
     # Parameter objects (and so tied weights) across model.to("lazuli"), is process-wide and
     # makes load_state_dict fail on any parameter something holds a weak reference to (compiled
@@ -162,3 +164,69 @@ wait = lz.wait
 add_step_closure = lz.add_step_closure
 compile = lz.compile  # noqa: A001 (PyTorch/XLA's and lazuli's name)
 eager_mode = lz.eager_mode
+
+
+class DeviceLoader:
+    """Iterates `loader`'s batches as device tensors, PyTorch/XLA's MpDeviceLoader for Lazuli: a
+    thread moves the next batches to `device` (collating, copying into Lazuli's memory) while
+    the current step's program runs, and each new batch starts with the step barrier
+    (`sync()`), so a training loop needs none of its own::
+
+        for x, y in lazuli.torch.DeviceLoader(loader, device):
+            loss = step(x, y)
+
+    Tensors anywhere in a batch (tuples, lists, dicts) move; other values pass through.
+    `prefetch` batches are moved ahead (the default, 2, hides one batch's preparation)."""
+
+    def __init__(self, loader, device=None, prefetch: int = 2):
+        if prefetch < 1:
+            raise ValueError(f"DeviceLoader: prefetch must be at least 1, got {prefetch}")
+        self.loader = loader
+        self.device = torch.device(device) if device is not None else globals()["device"]()
+        self.prefetch = prefetch
+
+    def __len__(self):
+        return len(self.loader)
+
+    def _move(self, batch):
+        return torch.utils._pytree.tree_map(
+            lambda t: t.to(self.device) if isinstance(t, torch.Tensor) else t, batch)
+
+    def __iter__(self):
+        import queue
+
+        batches: "queue.Queue" = queue.Queue(maxsize=self.prefetch)
+        done = object()
+        stop = threading.Event()
+
+        def produce():
+            try:
+                for batch in self.loader:
+                    if stop.is_set():
+                        return
+                    batches.put(self._move(batch))
+            except BaseException as e:  # noqa: BLE001 (raised again in the consumer)
+                batches.put(e)
+            batches.put(done)
+
+        worker = threading.Thread(target=produce, name="lazuli-device-loader", daemon=True)
+        worker.start()
+        first = True
+        try:
+            while True:
+                item = batches.get()
+                if not first:
+                    sync()  # the previous step's barrier: its program runs while we go on
+                first = False
+                if item is done:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():  # let the producer finish its put and notice the stop
+                try:
+                    batches.get_nowait()
+                except queue.Empty:
+                    worker.join(0.01)

@@ -244,3 +244,81 @@ def test_weights_shared_by_two_modules_are_tied_again_after_the_move():
     model(i.to(DEV)).sum().backward()
     eager(i).sum().backward()
     torch.testing.assert_close(model.embed.weight.grad.cpu(), eager.embed.weight.grad)
+
+
+def test_device_loader_moves_batches_ahead_and_ends_each_step_with_a_barrier():
+    data = torch.utils.data.TensorDataset(torch.randn(12, 8), torch.randint(0, 4, (12,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    eager, model = mlp(), mlp().to(DEV)
+    opt, opt_eager = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager))
+    marks = counter("MarkStep")
+    losses = []
+    for x, y in lzt.DeviceLoader(loader, DEV):
+        assert x.device.type == "lazuli" and y.device.type == "lazuli"
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    assert counter("MarkStep") - marks == 3  # one barrier per batch, the last one's included
+    want = _train(eager, opt_eager, list(loader))
+    torch.testing.assert_close([l.item() for l in losses], want, rtol=1e-5, atol=1e-6)
+
+
+CHILD = textwrap.dedent("""
+    import torch, lazuli as lz, lazuli.torch as lzt
+    dev = lzt.device()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(torch.randn(5, 8).to(dev)),
+                                          torch.randint(0, 4, (5,)).to(dev)).backward()
+        opt.step()
+        lzt.sync()
+    lz.wait()
+    print(lz.debug.counter_value("KernelCompile"), lz.debug.counter_value("PersistentCacheHit"))
+""")
+
+
+def test_a_second_process_compiles_no_kernel(tmp_path):
+    env = dict(os.environ, LAZULI_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    (first_compiles, _), (second_compiles, second_hits) = [map(int, r) for r in runs]
+    assert first_compiles > 0
+    assert second_compiles == 0 and second_hits > 0  # every kernel from the disk cache
+
+
+def test_a_cut_inside_torch_code_names_the_users_line(tmp_path):
+    log = tmp_path / "debug.txt"
+    code = textwrap.dedent("""
+        import torch, lazuli.torch as lzt
+        dev = lzt.device()
+        x = torch.rand(3).to(dev)
+        y = torch.nn.functional.logsigmoid(x)  # the line: an op the table lacks, inside torch
+    """)
+    env = dict(os.environ, LAZULI_DEBUG="1", LAZULI_DEBUG_FILE=str(log))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    text = log.read_text()
+    assert "fallback aten.log_sigmoid" in text and "<string>:5" in text, text
+    assert "torch/nn/functional.py" not in text
+
+
+def test_autocast_casts_products_to_bfloat16_and_keeps_training_in_float32():
+    model = mlp().to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(5, 8).to(DEV), torch.randint(0, 4, (5,)).to(DEV)
+    with torch.autocast("lazuli", dtype=torch.bfloat16):
+        hidden = model[0](x)
+        out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
+    assert hidden.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    loss.backward()
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+    opt.step()
+    lzt.sync()
+    reference = torch.nn.functional.cross_entropy(mlp()(x.cpu()), y.cpu())
+    assert abs(loss.item() - reference.item()) < 0.05  # bfloat16 products, float32 elsewhere
+    assert not fallbacks(), fallbacks()
