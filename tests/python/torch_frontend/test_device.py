@@ -322,3 +322,24 @@ def test_autocast_casts_products_to_bfloat16_and_keeps_training_in_float32():
     reference = torch.nn.functional.cross_entropy(mlp()(x.cpu()), y.cpu())
     assert abs(loss.item() - reference.item()) < 0.05  # bfloat16 products, float32 elsewhere
     assert not fallbacks(), fallbacks()
+
+
+def test_compile_guards_name_the_value_read_and_count_graphs():
+    x = torch.randn(4).to(DEV)
+
+    @lzt.compile(full_graph=True)
+    def reads(x):
+        y = x * 2
+        return y.sum().item()  # an execution inside the region
+
+    with pytest.raises(RuntimeError, match=r"full_graph=True.*value-read.*test_device.py"):
+        reads(x)
+
+    @lzt.compile(max_different_graphs=1)
+    def total(x):
+        return (x * 3).sum()
+
+    total(x)
+    total(x)
+    with pytest.raises(lz.TooManyGraphsError):
+        total(torch.randn(5).to(DEV))
