@@ -77,6 +77,67 @@ Arg scatter_add_entry(const Args& a, Call&) {
   return scatter_add(x, dim, as_index(index), cut_to(a[3].tensor(), index.shape()));
 }
 
+// scatter.src and index_add take only a source of self's dtype and an integer index (eager raises
+// otherwise).
+std::optional<std::string> source_when(const Arg& self, const Arg& index, const Arg& source) {
+  DType dt = dtype_of(self), st = dtype_of(source), it = dtype_of(index);
+  if (!kInts.has(it)) return "index dtype " + std::string(dtype_name(it));
+  if (st != dt) {
+    return "source dtype " + std::string(dtype_name(st)) + ", self " + std::string(dtype_name(dt));
+  }
+  return std::nullopt;
+}
+
+// scatter's index and src have self's rank, a 0-d one counting as 1-d (eager raises otherwise).
+std::optional<std::string> scatter_src_when(const Args& a) {
+  if (auto r = source_when(a[0], a[2], a[3])) return r;
+  auto rank = [](const Arg& t) { return std::max<int64_t>(t.tensor_dim(), 1); };
+  for (const Arg* t : {&a[2], &a[3]}) {
+    if (rank(*t) != rank(a[0])) {
+      return std::string(t == &a[2] ? "index" : "src") + " of " + std::to_string(rank(*t)) +
+             " dims for " + std::to_string(rank(a[0]));
+    }
+  }
+  return std::nullopt;
+}
+
+// scatter.src as an index_copy into the flattened tensor: each index element's position in x
+// (its own coordinates, the index value at `dim`) as a flat offset. Elements an index names twice
+// get the last write along `dim`, as eager's CPU kernel (eager leaves which one unspecified). The
+// mask's scatter_add checks the index values against x's dim (the flat offsets cannot).
+Tensor scatter_src(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  const Shape& shape = index.shape();
+  const int64_t rank = x.dim();
+  Tensor offset;
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    Tensor term;
+    if (d == dim) {
+      term = as_index(index);
+    } else {
+      IntList at(static_cast<size_t>(rank), 1);
+      at[d] = shape[d];
+      term = reshape(arange(0, shape[d], 1, DType::Int64), at);
+    }
+    if (stride != 1) term = mul(term, stride);
+    offset = offset.defined() ? add(offset, term) : term;
+    stride *= x.shape()[d];
+  }
+  Tensor values = reshape(cut_to(src, shape), {-1});
+  Tensor copied = index_copy(reshape(x, {-1}), 0, reshape(offset, {-1}), values);
+  return where(scatter_mask(x, dim, index), reshape(copied, x.shape()), x);
+}
+
+Arg scatter_src_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  const Tensor& index = a[2].tensor();
+  const Tensor& src = a[3].tensor();
+  if (index.numel() == 0) return x.clone();
+  auto one_d = [](const Tensor& t) { return t.dim() == 0 ? reshape(t, {1}) : t; };
+  Tensor out = scatter_src(one_d(x), wrap(a[1].to_int(), x.dim()), one_d(index), one_d(src));
+  return x.dim() == 0 ? reshape(out, {}) : out;
+}
+
 // ---- index and index_put ------------------------------------------------------------------------
 
 std::optional<std::string> index_when(const Args& a) {
@@ -180,6 +241,43 @@ Arg index_put_entry(const Args& a, Call&) {
   return scatter_add(x, pos, full_index, vals);
 }
 
+// ---- index_add ---------------------------------------------------------------------------------
+
+// index_add(self, dim, index, source, *, alpha): source's slices along dim added at the index's
+// positions (repeated ones accumulate), as a scatter_add; alpha in self's dtype (2.5 adds twice on
+// integers, as eager); on bool, "or".
+std::optional<std::string> index_add_when(const Args& a) {
+  if (auto r = source_when(a[0], a[2], a[3])) return r;
+  if (a[2].tensor_dim() > 1) return "a " + std::to_string(a[2].tensor_dim()) + "-d index";
+  return std::nullopt;
+}
+
+Arg index_add_entry(const Args& a, Call&) {
+  const Tensor& self = a[0].tensor();
+  Tensor index = reshape(as_index(a[2].tensor()), {-1});
+  const int64_t n = index.numel();
+  if (n == 0) return self.clone();
+  Tensor x = self.dim() == 0 ? reshape(self, {1}) : self;
+  const int64_t dim = wrap(a[1].to_int(), self.dim());
+  Tensor source = reshape(a[3].tensor(), replaced(x.shape(), dim, {n}));
+  IntList at(static_cast<size_t>(x.dim()), 1);
+  at[dim] = n;
+  Tensor full_index = broadcast_to(reshape(index, at), source.shape());
+  const Operand alpha = cast(operand(a[4]), x.dtype());
+  Tensor out;
+  if (x.dtype() == DType::Bool) {
+    if (alpha.scalar().to_double() == 0) return self.clone();
+    Tensor hits =
+        scatter_add(zeros(x.shape(), DType::Int64), dim, full_index, source.to(DType::Int64));
+    out = logical_or(x, gt(hits, 0));
+  } else {
+    // alpha == 0 still multiplies: NaN sources give NaN, as eager.
+    if (alpha.scalar().to_double() != 1.0) source = mul(source, alpha);
+    out = scatter_add(x, dim, full_index, source);
+  }
+  return self.dim() == 0 ? reshape(out, {}) : out;
+}
+
 }  // namespace
 
 void add_indexing(TableBuilder& b) {
@@ -192,7 +290,12 @@ void add_indexing(TableBuilder& b) {
   b.add({"aten.gather.default"}, kAll, gather_entry, {.when = gather_when});
   b.add({"aten.scatter.value"}, kAll, scatter_value_entry,
         {.note = "every indexed element takes the value"});
+  b.add({"aten.scatter.src"}, kAll, scatter_src_entry,
+        {.when = scatter_src_when,
+         .note = "an index repeated along dim: the last write (eager's is unspecified)"});
   b.add({"aten.scatter_add.default"}, kAll, scatter_add_entry);
+  b.add({"aten.index_add.default"}, kAll, index_add_entry,
+        {.when = index_add_when, .note = "repeated indices accumulate; on bool, logical or"});
   b.add({"aten.index.Tensor"}, kAll, index_entry,
         {.when = index_when, .note = "integer index tensors"});
   b.add({"aten.index_put.default"}, kAll, index_put_entry,

@@ -199,6 +199,17 @@ Tensor as_float(const Tensor& x) {
   return is_floating(x.dtype()) ? x : x.to(default_float_dtype());
 }
 
+// logit(self, eps): as eager's kernel, x below eps reads eps and x above 1 - eps reads 1 - eps
+// (in that order, so eps > 0.5 swaps the bounds); NaN stays NaN.
+Arg logit_entry(const Args& a, Call&) {
+  Tensor x = as_float(a[0].tensor());
+  if (!a[1].is_none() && a[1].to_double() >= 0) {
+    double eps = a[1].to_double();
+    x = where(lt(x, eps), eps, where(gt(x, 1 - eps), 1 - eps, x));
+  }
+  return log(div(x, sub(1.0, x)));
+}
+
 Arg exp2_entry(const Args& a, Call&) {
   Tensor x = as_float(a[0].tensor());
   return pow(full({}, 2.0, x.dtype()), x);
@@ -384,6 +395,7 @@ void add_pointwise(TableBuilder& b) {
   b.add({"aten.relu.default"}, kNumbers, unary<relu>);
   b.add({"aten.round.default"}, kNumbers, unary<round>, {.note = "half to even"});
   b.add({"aten.sign.default"}, kAll, unary<sign>);
+  b.add({"aten.sgn.default"}, kAll, unary<sign>, {.note = "sign (no complex dtypes)"});
   b.add({"aten.logical_not.default"}, kAll, unary<logical_not>);
   b.add({"aten.bitwise_not.default"}, bits, unary<bitwise_not>);
   b.add({"aten.exp.default"}, kAll, unary<exp>);
@@ -405,6 +417,8 @@ void add_pointwise(TableBuilder& b) {
   b.add({"aten.log10.default"}, kAll,
         [](const Args& a, Call&) -> Arg { return div(log(a[0].tensor()), std::log(10.0)); },
         {.note = "log(x) / log(10)"});
+  b.add({"aten.logit.default"}, kAll, logit_entry,
+        {.note = "log(x / (1 - x)); eps clamps x to [eps, 1 - eps] (a negative eps: none)"});
   b.add({"aten.round.decimals"}, kFloats, round_decimals_entry);
   b.add({"aten.trunc.default"}, kNumbers, trunc_entry);
   b.add({"aten.isnan.default"}, kAll,

@@ -3,6 +3,7 @@
 // ATen's reductions take `dim` as None, an int or a list, where an empty list means every dim
 // (sum, amax); a 0-d tensor accepts dim 0 or -1. reduce_dims() maps all of these onto Lazuli's
 // (an empty list = every dim).
+#include <cmath>
 #include <limits>
 
 #include "aten/entries.h"
@@ -53,10 +54,68 @@ std::optional<std::string> var_when(const Args& a) {
   return std::nullopt;
 }
 
-Tensor var_of(const Args& a) {
+// var / std (self, dim, *, correction, keepdim), an integer correction (None: 1).
+template <Tensor (*F)(const Tensor&, const IntList&, int64_t, bool)>
+Tensor spread(const Args& a) {
   const Tensor& x = a[0].tensor();
   int64_t c = a[2].is_none() ? 1 : static_cast<int64_t>(a[2].to_double());
-  return var(x, reduce_dims(a[1], x.dim()), c, a[3].to_bool());
+  return F(x, reduce_dims(a[1], x.dim()), c, a[3].to_bool());
+}
+Tensor var_of(const Args& a) { return spread<var>(a); }
+
+// linalg_vector_norm(self, ord, dim, keepdim, *, dtype): eager raises for a dtype narrower than
+// the input's, a repeated dim, and ord inf or negative over an empty dim (no identity).
+std::optional<std::string> vector_norm_when(const Args& a) {
+  if (auto r = dtype_arg_refused(a[4])) return r;
+  DType in = dtype_of(a[0]);
+  if (!a[4].is_none()) {
+    DType want = a[4].dtype();
+    if (!is_floating(want)) return "dtype " + std::string(dtype_name(want));
+    if (promote_types(in, want) != want) {
+      return "dtype " + std::string(dtype_name(want)) + " narrower than the " +
+             std::string(dtype_name(in)) + " input";
+    }
+  }
+  const Shape& shape = a[0].tensor_shape();
+  const int64_t rank = a[0].tensor_dim();
+  IntList dims = reduce_dims(a[2], rank);
+  if (a[2].is_list() && rank == 0) dims = a[2].ints();  // [0, -1] on a 0-d tensor repeats
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(rank, 1)), false);
+  for (int64_t d : dims) {
+    int64_t w = wrap(d, rank);
+    if (w < 0 || w >= static_cast<int64_t>(seen.size())) {
+      return "dim " + std::to_string(d) + " out of range";
+    }
+    if (seen[w]) return "dim " + std::to_string(w) + " repeated";
+    seen[w] = true;
+  }
+  double ord = a[1].to_double();
+  if (a[0].tensor_numel() == 0 && (ord < 0 || std::isinf(ord))) {
+    for (int64_t d = 0; d < rank; ++d) {
+      if ((dims.empty() || seen[d]) && shape[d] == 0) {
+        return "ord " + a[1].describe() + " over an empty dim";
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// lz::linalg::vector_norm (its gradient at a zero norm is 0). Two cases it refuses have an answer
+// in eager that needs no norm: ord inf or negative on an empty tensor whose reduced dims are not
+// empty (an empty result), and ord NaN (NaN; 0 for an empty tensor); ord 1 gives their shapes.
+// A 16-bit dtype (then the input's own) is computed in float32 and rounded once, as eager.
+Arg vector_norm_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  double ord = a[1].to_double();
+  bool nan_ord = std::isnan(ord);
+  if (nan_ord || (x.numel() == 0 && (ord < 0 || std::isinf(ord)))) ord = 1;
+  std::optional<DType> dtype;
+  if (!a[4].is_none()) dtype = a[4].dtype();
+  bool sixteen_bit = dtype && is_reduced_float(*dtype);
+  Tensor n = linalg::vector_norm(x, ord, reduce_dims(a[2], x.dim()), a[3].to_bool(),
+                                 sixteen_bit ? std::optional<DType>(DType::Float32) : dtype);
+  if (nan_ord && x.numel() > 0) n = mul(n, std::numeric_limits<double>::quiet_NaN());
+  return sixteen_bit ? n.to(*dtype) : n;
 }
 
 // max.dim / min.dim: (values, indices); a 0-d input is its own value at index 0.
@@ -254,6 +313,13 @@ void add_reductions(TableBuilder& b) {
           return std::vector<Arg>{var_of(a), mean(x, reduce_dims(a[1], x.dim()), a[3].to_bool())};
         },
         {.when = var_when, .note = "integer corrections"});
+  b.add({"aten.std.correction"}, kFloats,
+        [](const Args& a, Call&) -> Arg { return spread<lz::std>(a); },
+        {.when = var_when, .note = "integer corrections (lz::std)"});
+  b.add({"aten.linalg_vector_norm.default"}, kFloats, vector_norm_entry,
+        {.when = vector_norm_when,
+         .note = "any ord (lz::linalg::vector_norm: gradient 0 at a zero norm); a dtype no "
+                 "narrower than the input's"});
   b.add({"aten.all.default"}, kAll, [](const Args& a, Call&) -> Arg { return all(a[0].tensor()); });
   b.add({"aten.all.dim"}, kAll, reduce<all>);
   b.add({"aten.all.dims"}, kAll, reduce_listed_dims<all>);

@@ -193,6 +193,17 @@ Arg select_scatter_entry(const Args& a, Call&) {
   return out;
 }
 
+// roll(self, shifts, dims): eager raises where shifts and dims do not pair up, and for a dim of a
+// 0-d tensor.
+std::optional<std::string> roll_when(const Args& a) {
+  size_t shifts = a[1].ints().size(), dims = a[2].ints().size();
+  if (dims == 0 ? shifts != 1 : shifts != dims) {
+    return std::to_string(shifts) + " shifts for " + std::to_string(dims) + " dims";
+  }
+  if (dims > 0 && a[0].tensor_dim() == 0) return "dims of a 0-d tensor";
+  return std::nullopt;
+}
+
 // ---- joins --------------------------------------------------------------------------------------
 
 Arg cat_entry(const Args& a, Call&) {
@@ -336,6 +347,9 @@ void add_shape(TableBuilder& b) {
         [](const Args& a, Call&) -> Arg { return triu(a[0].tensor(), a[1].to_int()); });
   b.add({"aten.flip.default"}, kAll,
         [](const Args& a, Call&) -> Arg { return flip(a[0].tensor(), a[1].ints()); });
+  b.add({"aten.roll.default"}, kAll,
+        [](const Args& a, Call&) -> Arg { return roll(a[0].tensor(), a[1].ints(), a[2].ints()); },
+        {.when = roll_when, .note = "one shift per dim (a single shift without dims)"});
   b.add({"aten.constant_pad_nd.default"}, kAll, [](const Args& a, Call&) -> Arg {
     return nn::pad(a[0].tensor(), a[1].ints(), "constant", a[2].scalar());
   });

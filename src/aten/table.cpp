@@ -230,9 +230,12 @@ const std::vector<std::string>& extra_decompositions() {
 
 // PyTorch's decomposition of the CPU flash attention returns the attention weights where the op
 // returns the logsumexp its backward reads (it is meant for export): wrong for training.
+// linalg_vector_norm's entry takes every input eager computes a norm for (its condition refuses
+// only what eager raises on), so a norm stays one node instead of abs, pow, sum and pow.
 const std::vector<std::string>& kept_whole() {
   static const std::vector<std::string> names = {
       "aten._scaled_dot_product_flash_attention_for_cpu.default",
+      "aten.linalg_vector_norm.default",
   };
   return names;
 }

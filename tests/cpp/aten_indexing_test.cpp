@@ -1,18 +1,23 @@
 // Test rows of the ATen table's indexing entries (src/aten/entries_indexing.cpp): what eager
 // PyTorch 2.15 gives for each call (aten_rows.h says how rows run), and the reasons the entries'
 // conditions give.
+#include <limits>
+
 #include "aten_rows.h"
 
 namespace {
 
 using lz::kBool;
 using lz::kFloat32;
+using lz::kFloat64;
 using lz::kInt32;
 using lz::kInt64;
 using lz_test::aten::Arg;
 using lz_test::aten::Args;
 using lz_test::aten::L;
 using lz_test::aten::T;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // x of this shape holding 1, 2, 3, ...
 Arg iota(std::vector<int64_t> shape, lz::DType dtype = kFloat32) {
@@ -63,6 +68,41 @@ LZ_ATEN_ROWS(Indexing) {
       {"aten.scatter_add.default",
        [] { return Args{iota({2}, kInt32), 0, T({}, {0}, kInt64), T({}, {0}, kInt32)}; },
        {{kInt32, {2}, {1, 2}}}},
+      // scatter.src: the index may be smaller than self and src in any dim (src is cut to it);
+      // repeated indices along dim: the last write, as eager CPU; 0-d self, index or src; no index.
+      {"aten.scatter.src",
+       [] {
+         return Args{T({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 4}), 0,
+                     T({2, 0, 0, 1}, {2, 2}, kInt64), T({1, 2, 3, 4, 5, 6}, {2, 3})};
+       },
+       {{kFloat32, {3, 4}, {4, 2, 0, 0, 0, 5, 0, 0, 1, 0, 0, 0}}}},
+      {"aten.scatter.src",
+       [] {
+         return Args{T({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 4}), -1,
+                     T({3, 0, 1}, {1, 3}, kInt64), T({1, 2, 3, 4, 5, 6}, {2, 3})};
+       },
+       {{kFloat32, {3, 4}, {2, 3, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}}}},
+      {"aten.scatter.src",
+       [] {
+         return Args{T({0, 0, 0, 0, 0, 0}, {3, 2}), 0, T({0, 0, 0, 0, 0, 0}, {3, 2}, kInt64),
+                     T({1, 2, 3, 4, 5, 6}, {3, 2})};
+       },
+       {{kFloat32, {3, 2}, {5, 6, 0, 0, 0, 0}}}},
+      {"aten.scatter.src",
+       [] {
+         return Args{T({1, 2, 3}, {3}, kInt32), 0, T({2, 0}, {2}, kInt32), T({7, 8}, {2}, kInt32)};
+       },
+       {{kInt32, {3}, {8, 2, 7}}}},
+      {"aten.scatter.src",
+       [] { return Args{T({0, 0, 0}, {3}, kBool), 0, T({1}, {1}, kInt64), T({1}, {1}, kBool)}; },
+       {{kBool, {3}, {0, 1, 0}}}},
+      {"aten.scatter.src",
+       [] { return Args{T({1}, {}, kFloat64), 0, T({0}, {}, kInt64), T({5}, {}, kFloat64)}; },
+       {{kFloat64, {}, {5}}}},
+      {"aten.scatter.src", [] { return Args{T({1}, {1}), 0, T({0}, {}, kInt64), T({5}, {})}; },
+       {{kFloat32, {1}, {5}}}},
+      {"aten.scatter.src", [] { return Args{T({1, 2}, {2}), 0, T({}, {0}, kInt64), T({5}, {1})}; },
+       {{kFloat32, {2}, {1, 2}}}},
       // One index tensor (negative values count from the end), several, None for a whole dim.
       {"aten.index.Tensor",
        [] { return Args{iota({2, 3}), L({Arg(), T({-1, 0}, {2}, kInt64)})}; },
@@ -99,6 +139,47 @@ LZ_ATEN_ROWS(Indexing) {
        [] { return Args{T({0, 0, 0, 0}, {2, 2}), L({Arg(), T({1, 1}, {2}, kInt64)}), T({1}, {1}),
                         true}; },
        {{kFloat32, {2, 2}, {0, 2, 0, 2}}}},
+      // index_add: repeated indices accumulate; alpha in self's dtype (2.5 on integers is 2);
+      // alpha 0 still multiplies (NaN); bool is "or" (alpha False adds nothing); 0-d self; no
+      // index.
+      {"aten.index_add.default",
+       [] {
+         return Args{T({0, 0, 0, 0, 0, 0}, {3, 2}), 0, T({0, 0, 2}, {3}, kInt64),
+                     T({1, 2, 3, 4, 5, 6}, {3, 2}), 2};
+       },
+       {{kFloat32, {3, 2}, {8, 12, 0, 0, 10, 12}}}},
+      {"aten.index_add.default",
+       [] {
+         return Args{T({0, 0, 0, 0, 0, 0}, {3, 2}), -1, T({1}, {1}, kInt32), T({1, 2, 3}, {3, 1}),
+                     1};
+       },
+       {{kFloat32, {3, 2}, {0, 1, 0, 2, 0, 3}}}},
+      {"aten.index_add.default",
+       [] {
+         return Args{T({1, 2, 3, 4}, {2, 2}, kInt64), 1, T({0, 0}, {2}, kInt64),
+                     T({3, 3, 3, 3}, {2, 2}, kInt64), 2.5};
+       },
+       {{kInt64, {2, 2}, {13, 2, 15, 4}}}},
+      {"aten.index_add.default",
+       [] { return Args{T({1, 2}, {2}), 0, T({1}, {1}, kInt64), T({kNaN}, {1}), 0}; },
+       {{kFloat32, {2}, {1, kNaN}}}},
+      {"aten.index_add.default",
+       [] {
+         return Args{T({0, 0, 1}, {3}, kBool), 0, T({0, 0}, {2}, kInt64), T({1, 0}, {2}, kBool),
+                     true};
+       },
+       {{kBool, {3}, {1, 0, 1}}}},
+      {"aten.index_add.default",
+       [] {
+         return Args{T({0, 0, 1}, {3}, kBool), 0, T({0}, {1}, kInt64), T({1}, {1}, kBool), false};
+       },
+       {{kBool, {3}, {0, 0, 1}}}},
+      {"aten.index_add.default",
+       [] { return Args{T({1}, {}, kFloat64), 0, T({0}, {}, kInt64), T({2}, {}, kFloat64), -1.5}; },
+       {{kFloat64, {}, {-2}}}},
+      {"aten.index_add.default",
+       [] { return Args{T({1, 2}, {2}, kInt32), 0, T({}, {0}, kInt64), T({}, {0}, kInt32), 1}; },
+       {{kInt32, {2}, {1, 2}}}},
       {"aten.embedding.default",
        [] { return Args{iota({3, 2}), T({2, 0}, {2, 1}, kInt32), -1, false, false}; },
        {{kFloat32, {2, 1, 2}, {5, 6, 1, 2}}}},
@@ -124,6 +205,18 @@ TEST(AtenIndexing, ConditionsNameTheirReasons) {
   EXPECT_EQ(why_not("aten.index_put.default", {x, L({i}), meta(kFloat32, {2}), false}),
             "accumulate=False (duplicate indices are unordered in eager)");
   EXPECT_EQ(why_not("aten.gather.default", {x, 0, i, true}), "sparse_grad");
+  // scatter.src and index_add: a source of self's dtype, an integer index (eager raises).
+  EXPECT_EQ(why_not("aten.scatter.src", {x, 0, i, meta(lz::kFloat64, {2})}),
+            "source dtype float64, self float32");
+  EXPECT_EQ(why_not("aten.scatter.src", {x, 0, meta(kFloat32, {2}), x}), "index dtype float32");
+  EXPECT_EQ(why_not("aten.scatter.src", {x, 0, meta(kInt64, {1, 2}), x}), "index of 2 dims for 1");
+  EXPECT_EQ(why_not("aten.scatter.src", {x, 0, meta(kInt64, {}), meta(kFloat32, {})}),
+            std::nullopt);
+  EXPECT_EQ(why_not("aten.index_add.default", {x, 0, i, meta(kInt32, {2}), 1}),
+            "source dtype int32, self float32");
+  EXPECT_EQ(why_not("aten.index_add.default",
+                    {meta(kFloat32, {2, 2}), 0, meta(kInt64, {1, 1}), meta(kFloat32, {1, 2}), 1}),
+            "a 2-d index");
 }
 
 }  // namespace

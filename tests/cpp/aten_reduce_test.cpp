@@ -298,6 +298,74 @@ LZ_ATEN_ROWS(Reduce) {
        {{kFloat64, {2, 1}, {0.5, 8}}, {kFloat64, {2, 1}, {1.5, 6}}}},
       {"aten.var_mean.correction", [] { return Args{T({3}, {}), Arg(), 0, false}; },
        {{kFloat32, {}, {0}}, {kFloat32, {}, {3}}}},
+      // std: correction None (1), 0, 2 (n - 2 = 0: inf); dims; keepdim; 0-d (0 / 0: NaN).
+      {"aten.std.correction",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), Arg(), Arg(), false}; },
+       {{kFloat32, {}, {4.16733313}}}},
+      {"aten.std.correction", [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), L({1}), 0, true}; },
+       {{kFloat32, {2, 1}, {2.05480456, 4.96655464}}}},
+      {"aten.std.correction",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), L({0}), 2, false}; },
+       {{kFloat32, {3}, {kInf, kInf, kInf}}}},
+      {"aten.std.correction",
+       [] { return Args{T({1, 2, 4, 8}, {2, 2}, kFloat64), L({-1}), 1.0, false}; },
+       {{kFloat64, {2}, {0.7071067811865476, 2.8284271247461903}}}},
+      {"aten.std.correction", [] { return Args{T({2, 2, 2}, {3}), L({}), Arg(), false}; },
+       {{kFloat32, {}, {0}}}},
+      {"aten.std.correction", [] { return Args{T({3}, {}), Arg(), Arg(), false}; },
+       {{kFloat32, {}, {kNaN}}}},
+      {"aten.std.correction", [] { return Args{T({3}, {}, kFloat64), L({0}), 0, true}; },
+       {{kFloat64, {}, {0}}}},
+      // linalg_vector_norm: ord 2, 1, inf, -inf, 0, 3, -1, 0.5; dims; keepdim; a wider dtype.
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), 2, Arg(), false, Arg()}; },
+       {{kFloat32, {}, {9.53939247}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), 1, L({1}), true, Arg()}; },
+       {{kFloat32, {2, 1}, {6, 15}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), kInf, L({0}), false, Arg()}; },
+       {{kFloat32, {3}, {4, 5, 6}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, -2, 3, 4, 5, -6}, {2, 3}), -kInf, L({-1}), false, Arg()}; },
+       {{kFloat32, {2}, {1, 4}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({0, 2, -3, 0}, {2, 2}), 0, L({0, 1}), true, Arg()}; },
+       {{kFloat32, {1, 1}, {2}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, 2, -3}, {3}, kFloat64), 3, Arg(), false, Arg()}; },
+       {{kFloat64, {}, {3.3019272488946263}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({0, 2, -4, 1}, {2, 2}), -1, L({1}), false, Arg()}; },
+       {{kFloat32, {2}, {0, 0.800000012}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, 4, 0}, {3}), 0.5, L({}), false, Arg()}; },
+       {{kFloat32, {}, {9}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({3, -4}, {2}), 2, Arg(), false, kFloat64}; },
+       {{kFloat64, {}, {5}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({-5}, {}), 2.0, L({0}), true, Arg()}; },
+       {{kFloat32, {}, {5}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({0, 0}, {2}), 2, Arg(), false, Arg()}; },
+       {{kFloat32, {}, {0}}}},
+      // An empty tensor: ord 2 is 0; ord inf over non-empty dims gives an empty result; ord NaN.
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({}, {0, 3}), 2, Arg(), false, Arg()}; },
+       {{kFloat32, {}, {0}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({}, {0, 3}), kInf, L({1}), true, Arg()}; },
+       {{kFloat32, {0, 1}, {}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({}, {0, 3}), -1, L({1}), false, Arg()}; },
+       {{kFloat32, {0}, {}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({1, 2, 3, 4}, {2, 2}), kNaN, L({1}), false, Arg()}; },
+       {{kFloat32, {2}, {kNaN, kNaN}}}},
+      {"aten.linalg_vector_norm.default",
+       [] { return Args{T({}, {0, 3}), kNaN, Arg(), false, Arg()}; },
+       {{kFloat32, {}, {0}}}},
       // all / any: NaN counts as true; dims None reduces every dim.
       {"aten.all.default", [] { return Args{T({1, 2, kNaN}, {3})}; },
        {{kBool, {}, {1}}}},
@@ -655,3 +723,39 @@ LZ_ATEN_ROWS(Reduce) {
   };
 }
 // clang-format on
+
+namespace {
+
+using lz::aten::TensorMeta;
+using lz::aten::why_not;
+
+Arg meta(lz::DType dtype, lz::Shape shape) { return Arg(TensorMeta{dtype, std::move(shape), ""}); }
+
+TEST(AtenReduce, ConditionsNameTheirReasons) {
+  const Arg none;
+  Arg x = meta(kFloat32, {2, 3});
+  // linalg_vector_norm: where eager raises (a narrowing or integer dtype, a repeated dim, ord inf
+  // or negative over an empty dim).
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {x, 2, none, false, lz::kFloat16}),
+            "dtype float16 narrower than the float32 input");
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {x, 2, none, false, kInt64}), "dtype int64");
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {x, 2, L({1, -1}), false, none}),
+            "dim 1 repeated");
+  EXPECT_EQ(
+      why_not("aten.linalg_vector_norm.default", {meta(kFloat32, {}), 2, L({0, -1}), false, none}),
+      "dim 0 repeated");
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {x, 2, L({2}), false, none}),
+            "dim 2 out of range");
+  Arg empty = meta(kFloat32, {0, 3});
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {empty, -1, L({0}), false, none}),
+            "ord -1 over an empty dim");
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default", {empty, kInf, L({1}), false, none}),
+            std::nullopt);
+  EXPECT_EQ(why_not("aten.linalg_vector_norm.default",
+                    {meta(lz::kFloat16, {3}), 2, none, false, kFloat32}),
+            std::nullopt);
+  // std, as var: an integer correction.
+  EXPECT_EQ(why_not("aten.std.correction", {x, none, 0.5, false}), "a fractional correction (0.5)");
+}
+
+}  // namespace

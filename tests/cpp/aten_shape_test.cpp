@@ -127,6 +127,21 @@ LZ_ATEN_ROWS(Shape) {
        {{kInt64, {3}, {7, 7, 7}}}},
       {"aten.flip.default", [] { return Args{iota({2, 3}), L({0, -1})}; },
        {{kFloat32, {2, 3}, {6, 5, 4, 3, 2, 1}}}},
+      // roll: one shift per dim (negative and larger than the dim too); without dims, over the
+      // flattened tensor; a 0-d tensor.
+      {"aten.roll.default", [] { return Args{T({1, 2, 3, 4, 5, 6}, {2, 3}), L({1}), L({})}; },
+       {{kFloat32, {2, 3}, {6, 1, 2, 3, 4, 5}}}},
+      {"aten.roll.default",
+       [] { return Args{T({1, 2, 3, 4, 5, 6}, {2, 3}), L({1, -1}), L({0, 1})}; },
+       {{kFloat32, {2, 3}, {5, 6, 4, 2, 3, 1}}}},
+      {"aten.roll.default", [] { return Args{T({1, 2, 3, 4, 5, 6}, {2, 3}), L({7}), L({-1})}; },
+       {{kFloat32, {2, 3}, {3, 1, 2, 6, 4, 5}}}},
+      {"aten.roll.default", [] { return Args{T({1, 2, 3, 4}, {4}, kInt64), L({1, 1}), L({0, 0})}; },
+       {{kInt64, {4}, {3, 4, 1, 2}}}},
+      {"aten.roll.default", [] { return Args{T({1, 0, 1}, {3}, kBool), L({-1}), L({0})}; },
+       {{kBool, {3}, {0, 1, 1}}}},
+      {"aten.roll.default", [] { return Args{T({5}, {}, kInt32), L({3}), L({})}; },
+       {{kInt32, {}, {5}}}},
       // Negative pads crop; the value converts to the tensor's dtype.
       {"aten.constant_pad_nd.default", [] { return Args{iota({2, 3}), L({-1, 2, 1, 0}), 9}; },
        {{kFloat32, {3, 4}, {9, 9, 9, 9, 2, 3, 9, 9, 5, 6, 9, 9}}}},
@@ -261,6 +276,11 @@ TEST(AtenShape, ConditionsNameTheirReasons) {
   // Slices with a step that is not positive.
   EXPECT_EQ(why_not("aten.slice.Tensor", {x, 0, none, none, -1}), "step -1");
   EXPECT_EQ(why_not("aten.slice_scatter.default", {x, x, 0, none, none, 0}), "step 0");
+  // roll: one shift per dim, one without dims; no dims of a 0-d tensor (eager raises).
+  EXPECT_EQ(why_not("aten.roll.default", {x, L({1, 2}), L({})}), "2 shifts for 0 dims");
+  EXPECT_EQ(why_not("aten.roll.default", {x, L({1}), L({0, 0})}), "1 shifts for 2 dims");
+  EXPECT_EQ(why_not("aten.roll.default", {meta(kFloat32, {}), L({1}), L({0})}),
+            "dims of a 0-d tensor");
 }
 
 TEST(AtenShape, CopyIntoUpdatesItsInput) {
