@@ -173,6 +173,11 @@ def worker_steady(args):
     from torch_workloads import BATCH
     _setup_worker(args.threads)
     b = BATCH[args.workload]
+    if "lazuli_device" in args.candidates.split(","):
+        # Before any candidate's backward: PyTorch's autograd engine sizes its device queues at
+        # the process's first backward pass.
+        import lazuli.torch
+        lazuli.torch.device()
     cands = {}
     for name in args.candidates.split(","):
         cands[name] = _new_candidate(args, name)

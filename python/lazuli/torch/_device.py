@@ -139,6 +139,7 @@ def _register():
     # Views of device tensors are remade by replaying their view ops when autograd needs them
     # (a lazy value has no strided memory for as_strided to address).
     torch._C._set_view_replay_enabled(True)
+    _check_autograd_engine()
     # A device op's cut or fallback names the user's line, not torch's module code.
     lz._C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
     # Not set here: torch.__future__.set_swap_module_params_on_conversion, which would keep
@@ -146,6 +147,22 @@ def _register():
     # makes load_state_dict fail on any parameter something holds a weak reference to (compiled
     # code's guards). As on PyTorch/XLA, model.to("lazuli") makes new Parameters: re-tie shared
     # weights after the move (transformers: model.tie_weights()) and build optimizers after it.
+
+
+def _check_autograd_engine():
+    """PyTorch's autograd engine sizes its per-device queues once, at the process's first backward
+    pass, from the devices registered then: after a CPU backward the device's gradients would hit
+    an internal assertion. Found now, with what to do, by one backward on the device."""
+    x = torch.zeros((), device=NAME, requires_grad=True)
+    try:
+        (x * 2).backward()
+    except RuntimeError as e:
+        if "device_ready_queues_" not in str(e):
+            raise
+        raise RuntimeError(
+            "lazuli: the lazy device was registered after this process's first backward pass, so "
+            "PyTorch's autograd engine has no queue for it and cannot run its gradients. Call "
+            "lazuli.torch.device() before any backward (at the start of the program).") from None
 
 
 def tensor_state(t: torch.Tensor) -> str:

@@ -343,3 +343,17 @@ def test_compile_guards_name_the_value_read_and_count_graphs():
     total(x)
     with pytest.raises(lz.TooManyGraphsError):
         total(torch.randn(5).to(DEV))
+
+
+def test_registering_after_a_backward_pass_says_to_register_first():
+    code = textwrap.dedent("""
+        import torch, lazuli.torch as lzt
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()  # the autograd engine sizes its device queues here
+        try:
+            lzt.device()
+        except RuntimeError as e:
+            print("raised:", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "before any backward" in out.stdout, out.stdout + out.stderr
