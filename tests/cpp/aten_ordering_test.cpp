@@ -8,17 +8,7 @@
 
 namespace {
 
-using lz::kBool;
-using lz::kFloat32;
-using lz::kFloat64;
-using lz::kInt32;
-using lz::kInt64;
-using lz_test::aten::Arg;
-using lz_test::aten::Args;
-using lz_test::aten::T;
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using namespace lz_test::aten::rows;  // dtypes, T, L, Arg(s), kNone, kInf, kNaN
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,23 @@ inline void run_rows(const std::vector<Row>& rows) {
   }
   lz::set_active_backend(lz::config().backend);
 }
+
+// What a row file needs in scope: `using namespace lz_test::aten::rows;`.
+namespace rows {
+using lz::kBool;
+using lz::kFloat16;
+using lz::kFloat32;
+using lz::kFloat64;
+using lz::kInt32;
+using lz::kInt64;
+using lz_test::aten::Arg;
+using lz_test::aten::Args;
+using lz_test::aten::kNone;
+using lz_test::aten::L;
+using lz_test::aten::T;
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace rows
 
 }  // namespace lz_test::aten
 

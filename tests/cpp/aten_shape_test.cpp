@@ -8,15 +8,7 @@
 
 namespace {
 
-using lz::kBool;
-using lz::kFloat32;
-using lz::kFloat64;
-using lz::kInt32;
-using lz::kInt64;
-using lz_test::aten::Arg;
-using lz_test::aten::Args;
-using lz_test::aten::L;
-using lz_test::aten::T;
+using namespace lz_test::aten::rows;  // dtypes, T, L, Arg(s), kNone, kInf, kNaN
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
