@@ -357,3 +357,25 @@ def test_registering_after_a_backward_pass_says_to_register_first():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "before any backward" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_tensor_kept_alive_joins_the_step_barrier_and_closures_run_after_it():
+    x = torch.randn(4, 4).to(DEV)
+    kept = (x @ x).relu()  # never read: the barrier computes it with everything else pending
+    seen = []
+    lzt.add_step_closure(lambda: seen.append(lzt.tensor_state(kept)))
+    assert lzt.tensor_state(kept) == "ir"
+    lzt.sync()
+    assert seen == ["device_data"]  # the closure ran after the barrier
+    torch.testing.assert_close(kept.cpu(), (x.cpu() @ x.cpu()).relu())
+
+
+def test_eager_mode_runs_each_op_as_it_is_recorded():
+    x = torch.randn(3).to(DEV)
+    lzt.eager_mode(True)
+    try:
+        y = x * 2
+        assert lzt.tensor_state(y) == "device_data"
+    finally:
+        lzt.eager_mode(False)
+    assert lzt.tensor_state(x * 2) == "ir"
