@@ -107,8 +107,9 @@ void check_region_graph() {
                     std::to_string(known.size()) + " already seen";
   if (best && best_prefix < g.ops.size()) {
     const ir::Node* n = po.nodes[best_prefix];
-    msg += "; it diverges at node " + std::to_string(best_prefix) + " (" + std::string(ir::op_name(n->op)) + " " +
-           std::string(dtype_name(n->dtype)) + shape_str(n->shape);
+    msg += "; it diverges at node " + std::to_string(best_prefix) + " (" + std::string(ir::op_name(n->op)) +
+           (n->user_op && std::string(n->user_op) != ir::op_name(n->op) ? " (" + std::string(n->user_op) + ")" : "") +
+           " " + std::string(dtype_name(n->dtype)) + shape_str(n->shape);
     if (best_prefix < best->ops.size()) {
       msg += ", where the closest known graph has " + std::string(ir::op_name(best->ops[best_prefix])) + " " +
              best->types[best_prefix];

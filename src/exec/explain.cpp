@@ -114,6 +114,16 @@ std::vector<const GraphKeyInfo::Tensor_*> unmatched_roots(const GraphKeyInfo& no
   return out;
 }
 
+// Node i in the user's terms: its op, and the op the user called when it differs
+// ("addmm (aten.addmm.default)", "gather (cross_entropy)"), then its type.
+std::string node_text(const GraphKeyInfo& k, size_t i, bool with_type = true) {
+  std::string s(ir::op_name(k.ops[i]));
+  const char* user = i < k.user_ops.size() ? k.user_ops[i] : nullptr;
+  if (user && s != user) s += std::string(" (") + user + ")";
+  if (with_type) s += " " + k.types[i];
+  return s;
+}
+
 // Where two graphs' structures part. When the new graph is the old one with a run of k nodes
 // inserted (the rest matching by op, dtype and rank), the run is named; where the k nodes just
 // before a possible run are of the same sorts, it is one more link of a chain that grows every
@@ -142,7 +152,7 @@ std::string structure_change(const GraphKeyInfo& now, const GraphKeyInfo& before
     }
     o << k << " node(s) inserted at node " << at << " (";
     for (size_t i = 0; i < k && i < 3; ++i) {
-      o << (i ? ", " : "") << ir::op_name(now.ops[at + i]) << " " << now.types[at + i];
+      o << (i ? ", " : "") << node_text(now, at + i);
     }
     o << (k > 3 ? ", ...)" : ")");
     if (chain) {
@@ -154,11 +164,9 @@ std::string structure_change(const GraphKeyInfo& now, const GraphKeyInfo& before
   }
   o << "from node " << p;
   if (p < na && p < nb) {
-    o << " it has " << ir::op_name(now.ops[p]) << " " << now.types[p] << " where it had "
-      << ir::op_name(before.ops[p]) << " " << before.types[p];
+    o << " it has " << node_text(now, p) << " where it had " << node_text(before, p);
   } else if (p < na) {
-    o << " it has " << (na - p) << " more node(s), the first " << ir::op_name(now.ops[p]) << " "
-      << now.types[p];
+    o << " it has " << (na - p) << " more node(s), the first " << node_text(now, p);
   } else {
     o << " it lacks the earlier graph's last " << (nb - p) << " node(s)";
   }
@@ -238,7 +246,7 @@ std::vector<Explanation> differences(const GraphKeyInfo& now, const GraphKeyInfo
       add("baked-constant", o.str());
       continue;
     }
-    o << "an attribute of node " << i << " (" << ir::op_name(now.ops[i]) << ") changed";
+    o << "an attribute of node " << i << " (" << node_text(now, i, false) << ") changed";
     if (now.types[i] != before.types[i]) {
       o << ": it now gives " << now.types[i] << " where it gave " << before.types[i];
     }
@@ -335,6 +343,7 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
     k.constants.push_back(n->op == ir::OpKind::Constant ? n->attr<ir::ConstantAttrs>().value
                                                         : std::numeric_limits<double>::quiet_NaN());
     k.types.push_back(type_str(n->dtype, n->shape));
+    k.user_ops.push_back(n->user_op);
     k.sorts.push_back(Hasher().add(n->op).add(n->dtype).add<uint64_t>(n->shape.size()).digest().lo);
   }
   return k;

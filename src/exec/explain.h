@@ -36,6 +36,7 @@ struct GraphKeyInfo {
   std::vector<Hash128> node_hashes;  // post-order (op + attributes, incl. baked constants)
   std::vector<double> constants;     // value of each node that is a Constant, else NaN
   std::vector<std::string> types;    // post-order: "float32[4, 3]"
+  std::vector<const char*> user_ops;  // post-order: the op the user called (ir::Node::user_op), or null
   std::vector<uint64_t> sorts;       // post-order: op, dtype and rank (not sizes) of each node
   // Post-order, per node: op, operand positions and parameter slot, never shapes or attributes;
   // two graphs whose wirings are equal match node for node up to shapes and attributes.

@@ -104,6 +104,7 @@ NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs) {
   n->node_hash = node_hash;
   n->dag_hash = dag_hash;
   n->origin = origin_for(op);
+  n->user_op = current_user_op(nullptr);
   if (op != OpKind::StopGradient && is_floating(n->dtype) && autograd::grad_enabled()) {
     for (const Value& v : n->operands) {
       if (v.requires_grad()) {

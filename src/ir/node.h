@@ -82,6 +82,10 @@ class Node {
   mutable std::atomic<bool> grad_consumed{false};
   // Index ops only, never hashed: what the user called and where (ir/origin.h), for run-time errors.
   Origin origin;
+  // The op the user called when this node was recorded (ir/origin.h: "aten.addmm.default" from
+  // the PyTorch device, "cross_entropy" from a composite), or null; never hashed. Recompile
+  // explanations name it beside the node's own op. Points at an interned or static name.
+  const char* user_op = nullptr;
 
   bool is_leaf() const { return operands.empty(); }
   int num_outputs() const { return 1 + static_cast<int>(extra_outputs.size()); }

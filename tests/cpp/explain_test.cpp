@@ -6,6 +6,7 @@
 
 #include "exec/compile_region.h"
 #include "exec/explain.h"
+#include "ir/origin.h"
 #include "test_util.h"
 
 namespace lz {
@@ -37,6 +38,20 @@ TEST_F(Explain, ChangedInputShapeIsNamedWithOldAndNewShape) {
   (tensor<float>({1, 2, 3}, {3}) * 3.0f).to_vector<float>();
   EXPECT_EQ(counter("RecompileReason::input-shape"), 1);
   EXPECT_NE(last_explanation().find("float32[2] to float32[3]"), std::string::npos) << last_explanation();
+}
+
+TEST_F(Explain, ANodeIsNamedWithTheOpTheUserCalledThatRecordedIt) {
+  Tensor x = tensor<float>({1, 2}, {2});
+  lz::sync(true);
+  for (bool exp_branch : {false, false, true}) {
+    ir::UserOpScope scope(exp_branch ? "aten.exp.default" : "aten.neg.default");
+    Tensor y = exp_branch ? lz::exp(x) : lz::neg(x);
+    y.to_vector<float>();
+  }
+  std::string e = last_explanation();
+  EXPECT_EQ(counter("RecompileReason::structure"), 1) << e;
+  EXPECT_NE(e.find("exp (aten.exp.default) float32[2]"), std::string::npos) << e;
+  EXPECT_NE(e.find("neg (aten.neg.default) float32[2]"), std::string::npos) << e;
 }
 
 TEST_F(Explain, ChangedInputDtypeIsNamed) {
