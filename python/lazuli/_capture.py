@@ -43,16 +43,17 @@ class _Static:
         return hash(self.key)
 
 
-def _flatten(obj, tensors):
-    """The structure of `obj` (nested tuples, lists and dicts) as a hashable spec: a tensor becomes
-    _LEAF (and is appended to `tensors`), any other leaf a _Static."""
-    if isinstance(obj, _Tensor):
+def _flatten(obj, tensors, tensor_type=_Tensor):
+    """The structure of `obj` (nested tuples, lists and dicts) as a hashable spec: a tensor (an
+    instance of `tensor_type`: lazuli.torch.capture passes torch.Tensor) becomes _LEAF (and is
+    appended to `tensors`), any other leaf a _Static."""
+    if isinstance(obj, tensor_type):
         tensors.append(obj)
         return _LEAF
     if isinstance(obj, (tuple, list)):
-        return (type(obj), tuple(_flatten(x, tensors) for x in obj))
+        return (type(obj), tuple(_flatten(x, tensors, tensor_type) for x in obj))
     if isinstance(obj, dict):
-        return (dict, tuple(obj.keys()), tuple(_flatten(v, tensors) for v in obj.values()))
+        return (dict, tuple(obj.keys()), tuple(_flatten(v, tensors, tensor_type) for v in obj.values()))
     return _Static(obj)
 
 
@@ -102,9 +103,8 @@ def capture(fn=None, *, full_graph=False, name=None):
     def wrap(f):
         label = name or getattr(f, "__name__", "captured")
         cache = _C._CaptureCache(label, bool(full_graph))
+        keys = _SignatureKeys(label)
         warned = set()
-        spec_ids = {}  # spec -> int: specs compared with ==, never by hash alone
-        next_id = [0]
 
         def body_for(spec):
             def body(targs):
@@ -125,32 +125,54 @@ def capture(fn=None, *, full_graph=False, name=None):
             else:
                 tensors = []
                 spec = _flatten((args, kwargs), tensors)
-            try:
-                key = spec_ids.get(spec)
-                if key is None:
-                    if len(spec_ids) >= 4096:  # never reused: the core's records age out by LRU
-                        spec_ids.clear()
-                    key = spec_ids[spec] = next_id[0]
-                    next_id[0] += 1
-            except TypeError:
-                raise TypeError(f"capture '{label}': every non-tensor argument must be hashable (it is "
-                                f"part of the signature a replay is chosen by)") from None
             traces = cache.traces
-            outs, out_spec = cache.call(tensors, key, body_for(spec))
-            if cache.traces != traces:
-                reason = cache.last_reason
-                if reason and reason not in warned:
-                    warned.add(reason)
-                    warnings.warn(f"lz.capture '{label}': not replayed: {reason}", RuntimeWarning,
-                                  stacklevel=2)
+            outs, out_spec = cache.call(tensors, keys.of(spec), body_for(spec))
+            _warn_if_traced(cache, traces, "lz.capture", label, warned)
             return _unflatten(out_spec, iter(outs))
 
-        inner.capture_stats = lambda: {"traces": cache.traces, "replays": cache.replays,
-                                       "last_reason": cache.last_reason}
-        inner.__lazuli_name__ = label
+        _add_stats(inner, cache, label)
         return inner
 
     return wrap(fn) if fn is not None else wrap
+
+
+class _SignatureKeys:
+    """Signature specs (compared with ==, never by hash alone) to the small ints the core's records
+    are keyed by."""
+
+    def __init__(self, label):
+        self.label = label
+        self.ids = {}
+        self.next = 0
+
+    def of(self, spec):
+        try:
+            key = self.ids.get(spec)
+            if key is None:
+                if len(self.ids) >= 4096:  # never reused: the core's records age out by LRU
+                    self.ids.clear()
+                key = self.ids[spec] = self.next
+                self.next += 1
+            return key
+        except TypeError:
+            raise TypeError(f"capture '{self.label}': every non-tensor argument must be hashable (it "
+                            f"is part of the signature a replay is chosen by)") from None
+
+
+def _warn_if_traced(cache, traces_before, api, label, warned):
+    """One RuntimeWarning per distinct reason (`warned`: those already given) a call was traced
+    instead of replayed; warming up gives none."""
+    if cache.traces != traces_before:
+        reason = cache.last_reason
+        if reason and reason not in warned:
+            warned.add(reason)
+            warnings.warn(f"{api} '{label}': not replayed: {reason}", RuntimeWarning, stacklevel=3)
+
+
+def _add_stats(inner, cache, label):
+    inner.capture_stats = lambda: {"traces": cache.traces, "replays": cache.replays,
+                                   "last_reason": cache.last_reason}
+    inner.__lazuli_name__ = label
 
 
 def _refuse_if_kept(out_tensors):

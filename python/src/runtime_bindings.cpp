@@ -1,6 +1,7 @@
 // Runtime calls: sync, sync_tensors, wait, step closures, eager mode, backend.
 #include "bindings.h"
 #include "exec/capture.h"
+#include "tensor/handoff.h"
 #include "exec/compile_region.h"
 #include "exec/device_executor.h"
 #include "backend/backend.h"
@@ -112,6 +113,10 @@ void bind_runtime(py::module_& m) {
       .def_property_readonly("name", &lz::CaptureCache::name);
   m.def("_capture_tracing", &lz::capture_tracing);
   m.def("_capture_refuse", &lz::refuse_replay, py::arg("reason"));
+  // Tensors to and from the PyTorch device by ticket (src/tensor/handoff.h; lazuli.torch.capture).
+  m.def("_put_tensors", [](std::vector<lz::Tensor> ts) { return lz::internal::put_tensors(std::move(ts)); },
+        py::arg("tensors"));
+  m.def("_take_tensors", &lz::internal::take_tensors, py::arg("ticket"));
   m.def("_capture_note_kept", [](const lz::Tensor& t) { lz::note_kept_output(t.impl()); }, py::arg("tensor"));
   m.def("_capture_add_guard", [](py::function check, uint64_t identity) {
     auto fn = hold_py(std::move(check));

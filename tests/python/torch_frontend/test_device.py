@@ -379,3 +379,16 @@ def test_eager_mode_runs_each_op_as_it_is_recorded():
     finally:
         lzt.eager_mode(False)
     assert lzt.tensor_state(x * 2) == "ir"
+
+
+def test_a_recompile_explanation_names_the_aten_op_that_recorded_the_node():
+    lz.debug.explain_recompiles(True)
+    x = torch.randn(4, 4).to(DEV)
+    lzt.sync()
+    for act in (torch.relu, torch.relu, torch.sigmoid):  # a Python branch takes another path
+        y = act(x @ x) * 2.0
+        lzt.sync()
+    cut = [c for c in lz.debug.recent_cuts() if c["compiled"]][-1]
+    assert cut["cause"] == "structure", cut
+    assert "aten.sigmoid" in cut["explanation"] and "aten.relu" in cut["explanation"], cut
+    assert y.shape == (4, 4)
