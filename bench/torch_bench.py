@@ -59,7 +59,8 @@ def _lazuli_counters():
     names = ["KernelCompile", "UncachedCompile", "CachedCompile", "PersistentCacheHit",
              "PersistentCacheMiss", "TorchGraphCompiled", "TorchPartition", "TorchTrace",
              "TorchTraceFailed", "TorchReplay", "WarmProgramRun", "ConvWeightReorder",
-             "ConvWeightReuse", "TorchWriteBackInPlace", "TorchWriteBackCopy"]
+             "ConvWeightReuse", "TorchWriteBackInPlace", "TorchWriteBackCopy", "CaptureTrace",
+             "CaptureReplay"]
     out = {n: c(n) for n in names}
     fb = {n[len("fallback::"):]: c(n) for n in lz.debug.counter_names() if n.startswith("fallback::")}
     out["fallback_runs"] = sum(fb.values())
@@ -173,7 +174,7 @@ def worker_steady(args):
     from torch_workloads import BATCH
     _setup_worker(args.threads)
     b = BATCH[args.workload]
-    if "lazuli_device" in args.candidates.split(","):
+    if any(c.startswith("lazuli_device") for c in args.candidates.split(",")):
         # Before any candidate's backward: PyTorch's autograd engine sizes its device queues at
         # the process's first backward pass.
         import lazuli.torch

@@ -90,15 +90,16 @@ def make_inputs(workload, batch):
     return (torch.randn(batch, width, generator=g), torch.randint(0, 10, (batch,), generator=g))
 
 
-def _step_fn(workload, model):
+def _step_fn(workload, model, capturable=False):
     """The function a candidate runs (and torch.compile compiles): inference, or a whole training
-    step with the optimizer inside."""
+    step with the optimizer inside. `capturable`: AdamW counts its steps in a device tensor (the
+    same numbers; a captured step must not depend on a CPU counter)."""
     if workload in INFERENCE:
         def infer(x):
             return model(x)
         return infer
     if workload.startswith("gpt2"):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=capturable)
 
         def gpt2_step(ids):
             opt.zero_grad(set_to_none=True)
@@ -139,8 +140,9 @@ class Candidate:
             def barrier():
                 xm.mark_step()
                 xm.wait_device_ops()
-        elif name == "lazuli_device":
-            # The lazy Lazuli device: every step traced (its ops recorded), then one program.
+        elif name in ("lazuli_device", "lazuli_device_captured"):
+            # The lazy Lazuli device: every step traced (its ops recorded), then one program; or
+            # captured (lazuli.torch.capture): traced until two traces agree, then replayed.
             import lazuli
             import lazuli.torch
             self.device = lazuli.torch.device()
@@ -155,9 +157,12 @@ class Candidate:
             self.device = None
             barrier = None
         self._barrier = barrier
-        fn = _step_fn(workload, model)
+        fn = _step_fn(workload, model, capturable=name == "lazuli_device_captured")
         if name in ("eager", "xla_lazy", "lazuli_device"):
             self.fn = fn
+        elif name == "lazuli_device_captured":
+            import lazuli.torch
+            self.fn = lazuli.torch.capture(fn)
         elif name == "inductor":
             self.fn = torch.compile(fn, backend="inductor")
         elif name == "lazuli":

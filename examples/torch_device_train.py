@@ -1,13 +1,15 @@
 """Trains torchvision's resnet18 on the lazy Lazuli device: PyTorch's model, autograd and optimizer,
 unchanged, with every step recorded and run as one compiled Lazuli program (docs/torch.md).
 
-    PYTHONPATH=python <torch venv>/bin/python examples/torch_device_train.py
+    PYTHONPATH=python <torch venv>/bin/python examples/torch_device_train.py [--capture]
 
 The data is scikit-learn's handwritten digits (8x8, bundled with scikit-learn: nothing is
 downloaded), scaled to 3x32x32. It prints the loss as it trains, the test accuracy, and what the
 runtime did: how many programs it compiled (none after the first steps) and how many ops ran on
-the CPU because Lazuli does not lower them (none).
+the CPU because Lazuli does not lower them (none). With --capture the step is
+lazuli.torch.capture'd: traced until two traces agree, then replayed without its Python.
 """
+import argparse
 import time
 
 import numpy as np
@@ -31,20 +33,27 @@ def digits():
     return (x[:1500], y[:1500]), (x[1500:], y[1500:])
 
 
-def main():
+def main(capture=False):
     dev = lzt.device()  # registers the `lazuli` device (an explicit opt-in)
     torch.manual_seed(0)
     (train_x, train_y), (test_x, test_y) = digits()
     model = torchvision.models.resnet18(num_classes=10).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)  # after the move
-    start = time.perf_counter()
-    for step in range(STEPS):
-        i = (step * BATCH) % (len(train_y) - BATCH)
-        x, y = train_x[i:i + BATCH].to(dev), train_y[i:i + BATCH].to(dev)
+
+    def train_step(x, y):
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
+        return loss
+
+    if capture:
+        train_step = lzt.capture(train_step)  # each call is a step barrier of its own
+    start = time.perf_counter()
+    for step in range(STEPS):
+        i = (step * BATCH) % (len(train_y) - BATCH)
+        x, y = train_x[i:i + BATCH].to(dev), train_y[i:i + BATCH].to(dev)
+        loss = train_step(x, y)
         lzt.sync()  # the step barrier: forward, backward and update run as one program
         if step == 1:
             warm = lz.debug.counter_value("UncachedCompile")
@@ -61,9 +70,13 @@ def main():
     print(f"programs compiled: {lz.debug.counter_value('UncachedCompile')} "
           f"({lz.debug.counter_value('UncachedCompile') - warm} after step 1, the eval pass's); "
           f"ops run on the CPU: {fallbacks or 'none'}")
+    if capture:
+        print(f"captured step: {train_step.capture_stats()}")
     return accuracy
 
 
 if __name__ == "__main__":
     np.set_printoptions(precision=3)
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--capture", action="store_true", help="replay the step (lazuli.torch.capture)")
+    main(parser.parse_args().capture)
