@@ -109,7 +109,13 @@ void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
 
 py::array to_numpy(const lz::Tensor& t) {
   lz::BufferPtr b;
-  resume_after_interrupt([&] { b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead); });
+  resume_after_interrupt([&] {
+    // Without the GIL: a first read may compile for seconds, and other Python threads (a data
+    // loader, a progress bar, a server) must go on meanwhile. Whatever needs Python on the way
+    // (the user's frames) takes the GIL itself.
+    py::gil_scoped_release release;
+    b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead);
+  });
   wait_interruptibly(b->producer());
   lz::frontend::finish_read(b);
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());

@@ -58,15 +58,22 @@ py::tuple capture_call(lz::CaptureCache& cache, const std::vector<lz::Tensor>& a
   impls.reserve(args.size());
   for (const lz::Tensor& t : args) impls.push_back(t.impl());
   std::shared_ptr<void> data;
-  auto outs = cache.call(impls, key, [&body](const std::vector<TensorImplPtr>& a, std::shared_ptr<void>* fd) {
-    py::list in;
-    for (const TensorImplPtr& t : a) in.append(py::cast(lz::Tensor(t)));
-    py::tuple r = body(in);  // (tensors returned, the output structure)
-    std::vector<TensorImplPtr> out;
-    for (py::handle h : py::list(r[0])) out.push_back(h.cast<lz::Tensor>().impl());
-    *fd = hold_py(py::object(r[1]));
-    return out;
-  }, &data);
+  std::vector<TensorImplPtr> outs;
+  {
+    // Without the GIL: a trace's barrier may compile for seconds and a replay runs no Python, so
+    // other Python threads go on meanwhile; the body, the guards and the user's frames take it.
+    py::gil_scoped_release release;
+    outs = cache.call(impls, key, [&body](const std::vector<TensorImplPtr>& a, std::shared_ptr<void>* fd) {
+      py::gil_scoped_acquire gil;
+      py::list in;
+      for (const TensorImplPtr& t : a) in.append(py::cast(lz::Tensor(t)));
+      py::tuple r = body(in);  // (tensors returned, the output structure)
+      std::vector<TensorImplPtr> out;
+      for (py::handle h : py::list(r[0])) out.push_back(h.cast<lz::Tensor>().impl());
+      *fd = hold_py(py::object(r[1]));
+      return out;
+    }, &data);
+  }
   py::list res;
   for (TensorImplPtr& t : outs) res.append(py::cast(lz::Tensor(std::move(t))));
   return py::make_tuple(res, data ? *static_cast<py::object*>(data.get()) : py::none());

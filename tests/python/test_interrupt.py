@@ -1,6 +1,7 @@
 """Ctrl-C during a long compile arrives at the next kernel boundary as KeyboardInterrupt, not after
 the compile; the interrupted compile records nothing half-made, and the same graph compiles and
-runs afterwards. Each case runs in a fresh interpreter with a fresh kernel cache."""
+runs afterwards; other Python threads run while a value read compiles. Each case runs in a fresh
+interpreter with a fresh kernel cache."""
 import os
 import subprocess
 import sys
@@ -59,6 +60,26 @@ PROGRAM = textwrap.dedent("""
         signal.signal(signal.SIGINT, lambda *_: calls.append(1))
     start = counter()
     outs, refs = build(x)
+    if MODE == "ticker":  # another Python thread, while a value read compiles every kernel
+        seen, stop = [], threading.Event()
+
+        def tick():
+            while not stop.is_set():
+                seen.append(counter())
+                time.sleep(0.001)
+
+        total = outs[0].sum()
+        for o in outs[1:]:
+            total = total + o.sum()
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+        value = total.item()
+        end = counter()
+        stop.set()
+        ticker.join()
+        during = [v for v in seen if start < v < end]  # seen while kernels were being compiled
+        print("TICKER", end - start, len(during), flush=True)
+        assert abs(value - sum(float(r.sum()) for r in refs)) < 1e-2 * len(refs)
     if MODE in ("interrupt", "graceful"):
         threading.Thread(target=interrupt_after_first_kernel, args=(start,), daemon=True).start()
     try:
@@ -120,6 +141,18 @@ def test_sigint_handler_that_returns_lets_the_compile_finish(tmp_path):
     compiled, n, calls, stopped = map(int, lines["FINISHED"])
     assert stopped == 1, out  # the compile did stop at the signal, and then resumed
     assert compiled == n and calls == 1, out
+    assert "VALUES_OK" in lines, out
+
+
+@pytest.mark.skipif(lz.backend() != "cpu", reason="only the cpu backend compiles kernels")
+def test_other_python_threads_run_while_a_value_read_compiles(tmp_path):
+    """A first value read compiles without the GIL: a thread that counts kernels as they are
+    compiled sees counts between the read's first and last (with the GIL held it could not run
+    until the read returned)."""
+    lines, out = run("ticker", tmp_path)
+    compiled, during = map(int, lines["TICKER"])
+    assert compiled >= 80, out
+    assert during >= 1, out
     assert "VALUES_OK" in lines, out
 
 
