@@ -32,9 +32,20 @@ Tensor cut_to(Tensor x, const Shape& shape, std::optional<int64_t> dim = std::nu
 
 // ---- gather and scatter -------------------------------------------------------------------------
 
+// An index of a dtype eager refuses (a float index: eager takes int32 and int64) is refused too,
+// so the fallback raises eager's error instead of the lowering truncating the index.
+std::optional<std::string> index_dtype_when(const Arg& index) {
+  DType it = dtype_of(index);
+  if (!kInts.has(it)) return "index dtype " + std::string(dtype_name(it));
+  return std::nullopt;
+}
+
+// index_select, gather, scatter and scatter_add: the index is argument 2.
+std::optional<std::string> int_index_when(const Args& a) { return index_dtype_when(a[2]); }
+
 std::optional<std::string> gather_when(const Args& a) {
   if (a[3].to_bool()) return "sparse_grad";
-  return std::nullopt;
+  return int_index_when(a);
 }
 
 Arg gather_entry(const Args& a, Call&) {
@@ -90,7 +101,7 @@ std::optional<std::string> source_when(const Arg& self, const Arg& index, const 
 
 // scatter's index and src have self's rank, a 0-d one counting as 1-d (eager raises otherwise).
 std::optional<std::string> scatter_src_when(const Args& a) {
-  if (auto r = source_when(a[0], a[2], a[3])) return r;
+    if (auto r = source_when(a[0], a[2], a[3])) return r;
   auto rank = [](const Arg& t) { return std::max<int64_t>(t.tensor_dim(), 1); };
   for (const Arg* t : {&a[2], &a[3]}) {
     if (rank(*t) != rank(a[0])) {
@@ -286,14 +297,14 @@ void add_indexing(TableBuilder& b) {
     Tensor index = reshape(as_index(a[2].tensor()), {-1});
     if (x.dim() == 0) return reshape(index_select(reshape(x, {1}), 0, index), {});
     return index_select(x, a[1].to_int(), index);
-  });
+  }, {.when = int_index_when});
   b.add({"aten.gather.default"}, kAll, gather_entry, {.when = gather_when});
   b.add({"aten.scatter.value"}, kAll, scatter_value_entry,
-        {.note = "every indexed element takes the value"});
+        {.when = int_index_when, .note = "every indexed element takes the value"});
   b.add({"aten.scatter.src"}, kAll, scatter_src_entry,
         {.when = scatter_src_when,
          .note = "an index repeated along dim: the last write (eager's is unspecified)"});
-  b.add({"aten.scatter_add.default"}, kAll, scatter_add_entry);
+  b.add({"aten.scatter_add.default"}, kAll, scatter_add_entry, {.when = int_index_when});
   b.add({"aten.index_add.default"}, kAll, index_add_entry,
         {.when = index_add_when, .note = "repeated indices accumulate; on bool, logical or"});
   b.add({"aten.index.Tensor"}, kAll, index_entry,
@@ -301,7 +312,8 @@ void add_indexing(TableBuilder& b) {
   b.add({"aten.index_put.default"}, kAll, index_put_entry,
         {.when = index_put_when, .note = "integer index tensors, accumulate=True"});
   b.add({"aten.embedding.default"}, kAll,
-        [](const Args& a, Call&) -> Arg { return nn::embedding(a[1].tensor(), a[0].tensor()); });
+        [](const Args& a, Call&) -> Arg { return nn::embedding(a[1].tensor(), a[0].tensor()); },
+        {.when = [](const Args& a) { return index_dtype_when(a[1]); }});
 }
 
 }  // namespace lz::aten

@@ -78,6 +78,25 @@ TEST(AtenTable, RefusalsNameTheReasonBeforeAnythingIsRecorded) {
   EXPECT_EQ(lz::debug::live_tensor_count(), live);
 }
 
+TEST(AtenTable, IndicesOfADtypeEagerRefusesAreRefusedNotTruncated) {
+  // Eager takes int32 and int64 indices; what it refuses goes to the fallback, where eager raises
+  // its own error.
+  Arg x = meta(DType::Float32, {5, 3});
+  EXPECT_EQ(lz::aten::why_not("aten.index_select.default", {x, Arg(0), meta(DType::Float32, {2})}),
+            "index dtype float32");
+  EXPECT_EQ(lz::aten::why_not("aten.index_select.default", {x, Arg(0), meta(DType::Int32, {2})}),
+            std::nullopt);
+  EXPECT_EQ(lz::aten::why_not("aten.embedding.default", {x, meta(DType::Float64, {2})}),
+            "index dtype float64");
+  EXPECT_EQ(lz::aten::why_not("aten.gather.default", {x, Arg(1), meta(DType::Bool, {5, 1}), Arg(false)}),
+            "index dtype bool");
+  EXPECT_EQ(lz::aten::why_not("aten.scatter_add.default",
+                              {x, Arg(1), meta(DType::Float32, {5, 1}), meta(DType::Float32, {5, 1})}),
+            "index dtype float32");
+  EXPECT_EQ(lz::aten::why_not("aten.scatter.value", {x, Arg(1), meta(DType::Int64, {5, 1}), Arg(1.0)}),
+            std::nullopt);
+}
+
 TEST(AtenTable, SixteenBitFloatsAreAcceptedWhereFloat32Is) {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     EXPECT_EQ(lz::aten::why_not("aten.leaky_relu.default", {meta(dt, {2}), Arg(0.1)}),

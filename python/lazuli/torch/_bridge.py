@@ -563,6 +563,15 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
         if not isinstance(v, bool):
             raise TypeError(f"lazuli backend: option {k!r} takes a bool, got {v!r}")
         opts[k] = v
+    devices = sorted({t.device.type for t in example_inputs if isinstance(t, torch.Tensor)} - {"cpu"})
+    if devices:
+        # Lazuli compiles CPU tensors' graphs. Another device's graph (meta tensors, the lazy
+        # lazuli device, which records it by itself) runs as PyTorch runs it, as aot_eager would.
+        _count("TorchGraphNotCpu")
+        if _debug_level() > 0:
+            _log(f"lazuli.torch: a graph over {', '.join(devices)} tensors runs as PyTorch runs it "
+                 "(the backend compiles CPU tensors' graphs)")
+        return gm.forward
     keep = opts["keep_weight_layouts"]
     fw = functools.partial(compile_aten_graph, kind="forward", keep_weight_layouts=keep)
     bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep)

@@ -120,3 +120,25 @@ def test_bad_target_in_a_training_step_is_an_index_error_and_changes_nothing():
     model.weight.grad = None
     loss = compiled(x, torch.tensor([1, 2]))
     torch.testing.assert_close(loss, F.cross_entropy(model(x), torch.tensor([1, 2])))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, i: x.index_select(0, i),
+    lambda x, i: x.gather(0, i[:, None].expand(-1, 3)),
+    lambda x, i: x.scatter_add(0, i[:, None].expand(-1, 3), torch.ones(2, 3)),
+], ids=["index_select", "gather", "scatter_add"])
+def test_a_float_index_raises_as_eager_instead_of_being_truncated(fn):
+    # (embedding's float index is refused by dynamo's own fake-tensor run, before the backend)
+    x, i = torch.randn(5, 3), torch.tensor([0.7, 3.9])
+    with pytest.raises(RuntimeError) as eager:
+        fn(x, i)
+    with pytest.raises(RuntimeError) as compiled:
+        torch.compile(fn, backend=lzt.backend)(x, i)
+    assert str(eager.value).split("\n")[0] in str(compiled.value)
+
+
+def test_a_graph_over_meta_tensors_runs_as_pytorch_runs_it():
+    model = torch.nn.Linear(3, 2).to("meta")
+    out = torch.compile(model, backend=lzt.backend)(torch.randn(4, 3, device="meta"))
+    assert out.device.type == "meta" and out.shape == (4, 2)
+    assert counter("TorchGraphNotCpu") >= 1
