@@ -153,6 +153,36 @@ def test_changed_batch_size_is_explained_with_the_tensor_and_its_creation_line()
     assert counter("RecompileReason::input-shape") == 1
 
 
+def test_a_buffer_passed_twice_at_a_new_line_is_explained_against_the_closest_graph():
+    lz.debug.explain_recompiles(True)
+    c = lz.tensor(np.ones(7, np.float32)); created = line_here()  # noqa: E702
+    d = lz.tensor(np.full(7, 2.0, np.float32))
+    (c * d).sum().item(); first = line_here()  # noqa: E702
+    (c * c).sum().item()  # one buffer where two were: a new line, explained against `first`
+    cut = last_cut()
+    assert cut["cause"] == "new-call-site", cut
+    assert f"compiled at {__file__}:{first}" in cut["explanation"], cut
+    assert "alias" in cut["explanation"], cut
+    assert f"test_diagnostics.py:{created}" in cut["explanation"], cut
+    assert "structure" not in cut["explanation"], cut  # the inputs changed, not the ops
+
+
+def test_a_tensor_kept_beside_the_step_at_a_new_line_is_named_not_called_a_chain():
+    lz.debug.explain_recompiles(True)
+    w = lz.tensor(np.ones(9, np.float32))
+    lz.sync()
+    loss = (w * 3.0).sum()
+    lz.sync()
+    debug_copy = w * 10.0; created = line_here()  # noqa: E702
+    loss = (w * 3.0).sum()
+    lz.sync()
+    cut = last_cut()
+    assert "more tensor(s) alive" in cut["explanation"], cut
+    assert f"test_diagnostics.py:{created}" in cut["explanation"], cut
+    assert "chain" not in cut["explanation"], cut
+    assert debug_copy.shape == (9,) and loss.shape == ()
+
+
 def test_per_step_losses_kept_alive_are_explained_as_newly_alive_tensors():
     w = lz.tensor([1.0, 2.0])
     lz.sync()
