@@ -171,6 +171,14 @@ Tensor pow(const Operand& a, const Operand& b) {
                      "(x.float() ** " + std::to_string(b.scalar().to_int()) +
                      ") or a tensor exponent");
   }
+  // x ** 0.5 and x ** -0.5 are sqrt and rsqrt, as PyTorch computes them: -0.0 gives -0.0 and
+  // -inf, where pow's formula gives +0.0 and +inf.
+  if (a.is_tensor() && a.tensor().defined() && is_floating(a.tensor().dtype()) && !b.is_tensor() &&
+      b.scalar().kind() == Scalar::Kind::Float) {
+    const double e = b.scalar().to_double();
+    if (e == 0.5) return unary_op("pow", OpKind::Sqrt, a.tensor());
+    if (e == -0.5) return unary_op("pow", OpKind::Rsqrt, a.tensor());
+  }
   return binary("pow", OpKind::Pow, a, b);
 }
 Tensor maximum(const Operand& a, const Operand& b) {
@@ -222,8 +230,9 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   std::vector<Operand> ops{x};
   if (min) ops.push_back(*min);
   if (max) ops.push_back(*max);
-  if (x.dtype() == DType::Bool) throw TypeError(describe("clamp", ops) + ": bool is not supported");
+  // A bool tensor computes in the bounds' type, as PyTorch's: int64 for integer bounds.
   DType dt = result_type(ops);
+  if (dt == DType::Bool) throw TypeError(describe("clamp", ops) + ": bool is not supported");
   ir::Value v = frontend::cast(frontend::value_of(x, "clamp"), dt);
   // Selects, not maximum/minimum (which split a tie): as the pinned PyTorch (2.15), x at a bound
   // takes the bound (gradient 0; only x strictly inside passes it), and a nan (in x or the bound)

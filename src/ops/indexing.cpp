@@ -54,8 +54,15 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
 }
 }  // namespace frontend
 
-Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  check_index("index_select", x, index, 1);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_arg) {
+  check_index("index_select", x, index_arg, -1);
+  // As PyTorch: a 0-d index is one index; an index of more dims is an IndexError.
+  if (index_arg.dim() > 1) {
+    throw IndexError("index_select(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ", index " +
+                     std::string(dtype_name(index_arg.dtype())) + shape_str(index_arg.shape()) +
+                     "): the index must be a vector (1-D) or a scalar");
+  }
+  const Tensor index = index_arg.dim() == 0 ? reshape(index_arg, {1}) : index_arg;
   int64_t d = x.dim() == 0 ? (wrap_dim(dim, 0, "index_select") * 0) : wrap_dim(dim, x.dim(), "index_select");
   check_host_values("index_select", x, d, index);
   return wrap(node(OpKind::IndexSelect, {frontend::value_of(x, "index_select"), frontend::value_of(index, "index_select")}, dim_attr(d)));

@@ -216,18 +216,27 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   std::vector<Operand> ops(ts.begin(), ts.end());
   for (const Tensor& t : ts) if (!t.defined()) throw ValueError("cat: got an undefined tensor");
   DType dt = result_type(ops);
-  int64_t rank = ts[0].dim();
+  // As PyTorch: a 1-D empty tensor among tensors of another shape is skipped (it still counts for
+  // the result's dtype), a legacy rule code that starts from torch.empty(0) relies on.
+  auto legacy_empty = [](const Tensor& t) { return t.dim() == 1 && t.shape()[0] == 0; };
+  std::vector<Tensor> kept;
+  for (const Tensor& t : ts) {
+    if (!legacy_empty(t)) kept.push_back(t);
+  }
+  if (kept.empty()) kept.push_back(ts[0]);
+  const Tensor& first = kept[0];
+  int64_t rank = first.dim();
   if (rank == 0) throw ValueError("cat: zero-dimensional tensors cannot be concatenated");
   int64_t d = wrap_dim(dim, rank, "cat");
   std::vector<ir::Value> vals;
-  Shape out = ts[0].shape();
+  Shape out = first.shape();
   out[d] = 0;
-  for (const Tensor& t : ts) {
+  for (const Tensor& t : kept) {
     if (t.dim() != rank) {
       throw ValueError(frontend::describe("cat", ops) + ": all tensors must have the same rank");
     }
     for (int64_t i = 0; i < rank; ++i) {
-      if (i != d && t.shape()[i] != ts[0].shape()[i]) {
+      if (i != d && t.shape()[i] != first.shape()[i]) {
         throw ValueError(frontend::describe("cat", ops) + ": sizes must match except in dim " + std::to_string(d));
       }
     }
@@ -237,7 +246,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     }
   }
   check_tensor_size(frontend::describe("cat", ops), out, dt);
-  for (const Tensor& t : ts) vals.push_back(frontend::cast(frontend::value_of(t, "cat"), dt));
+  for (const Tensor& t : kept) vals.push_back(frontend::cast(frontend::value_of(t, "cat"), dt));
   if (vals.size() == 1) return wrap(vals[0]);
   return wrap(node(OpKind::Cat, std::move(vals), ir::DimAttrs{d}));
 }

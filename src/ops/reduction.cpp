@@ -59,12 +59,17 @@ Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
 }
 
 namespace {
-// max/min have no identity: reducing over a zero-size dim is an error, named after the user's op.
-void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+// max/min have no identity: reducing over a zero-size dim is an IndexError (PyTorch's class), named
+// after the user's op; over other dims of an empty tensor the result is empty.
+// `all_dims`: no dim was named (PyTorch raises RuntimeError there; a ValueError here).
+void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+                    bool all_dims = false) {
   for (int64_t d : dims) {
     if (x.shape()[d] == 0) {
-      throw ValueError(desc(op, x) + ": cannot reduce over the zero-size dim " + std::to_string(d) +
-                       " (the operation has no identity)");
+      std::string msg = desc(op, x) + ": cannot reduce over the zero-size dim " + std::to_string(d) +
+                        " (the operation has no identity)";
+      if (all_dims) throw ValueError(msg + "; name a non-empty dim to get an empty result");
+      throw IndexError(msg);
     }
   }
 }
@@ -73,14 +78,14 @@ void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>&
 Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amax");
   auto d = frontend::reduce_dims(dims, x, "amax");
-  check_nonempty("amax", x, d);
+  check_nonempty("amax", x, d, dims.empty());
   return wrap(reduce(OpKind::ReduceMax, v, d, keepdim));
 }
 
 Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
   ir::Value v = frontend::value_of(x, "amin");
   auto d = frontend::reduce_dims(dims, x, "amin");
-  check_nonempty("amin", x, d);
+  check_nonempty("amin", x, d, dims.empty());
   return wrap(reduce(OpKind::ReduceMin, v, d, keepdim));
 }
 
@@ -88,10 +93,17 @@ namespace {
 Tensor arg_reduce(const char* name, OpKind op, const Tensor& x, std::optional<int64_t> dim,
                   bool keepdim) {
   ir::Value v = frontend::value_of(x, name);
-  if (x.numel() == 0) throw ValueError(desc(name, x) + ": cannot take the " + name + " of an empty tensor");
+  if (x.dtype() == DType::Bool) {
+    throw TypeError(desc(name, x) + ": bool is not supported (as in PyTorch); compare, or cast first");
+  }
   ir::ReduceAttrs a{{}, keepdim};
   if (dim && x.dim() > 0) a.dims = {wrap_dim(*dim, x.dim(), name)};
   else if (dim) wrap_dim(*dim, 0, name);
+  if (x.numel() == 0 && (!dim || x.dim() == 0)) {
+    throw IndexError(desc(name, x) + ": cannot take the " + name + " of an empty tensor without a dim");
+  }
+  // Over a non-empty dim of an empty tensor the result is empty (PyTorch's too).
+  if (!a.dims.empty()) check_nonempty(name, x, a.dims);
   if (!dim || x.dim() == 0) {
     // Over the flattened tensor: keepdim keeps every dim as size 1.
     if (x.dim() > 1) v = node(OpKind::Reshape, {v}, ir::ShapeAttrs{{x.numel()}});
@@ -116,7 +128,10 @@ namespace {
 // (amax/amin split it across ties). So when a gradient can flow, the values are read at the
 // indices; otherwise the plain reduction (which fuses) gives the same values.
 std::pair<Tensor, Tensor> extremum_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
-  Tensor idx = is_max ? argmax(x, dim, keepdim) : argmin(x, dim, keepdim);
+  if (x.dim() > 0) check_nonempty(is_max ? "max" : "min", x, {wrap_dim(dim, x.dim(), is_max ? "max" : "min")});
+  // max/min(dim) take bool (argmax/argmin alone do not): the indices of its 0/1 values.
+  const Tensor xi = x.dtype() == DType::Bool ? cast(x, DType::Int32) : x;
+  Tensor idx = is_max ? argmax(xi, dim, keepdim) : argmin(xi, dim, keepdim);
   if (x.dim() == 0 || !is_grad_enabled() || !requires_grad(x)) {
     return {is_max ? amax(x, {dim}, keepdim) : amin(x, {dim}, keepdim), idx};
   }

@@ -165,9 +165,13 @@ def test_reduction_of_empty_tensor_names_the_user_op():
     raises_without_leak(ValueError, lambda: lz.zeros(0).amax(), "amax", "float32[0]")
 
 
-def test_empty_reduction_without_identity_raises_value_error():
+def test_empty_reduction_without_identity_raises_as_pytorch():
+    # torch: amax() of an empty tensor is a RuntimeError (a ValueError here); naming the
+    # zero-size dim is an IndexError, as torch's "Expected reduction dim 1 to have non-zero size"
     raises_without_leak(ValueError, lambda: lz.zeros(0).amax())
-    raises_without_leak(ValueError, lambda: lz.zeros(2, 0).amin(1))
+    raises_without_leak(IndexError, lambda: lz.zeros(2, 0).amin(1))
+    raises_without_leak(IndexError, lambda: lz.max(lz.zeros(2, 0), 1))
+    raises_without_leak(IndexError, lambda: lz.argmax(lz.zeros(2, 0), 1))
 
 
 def test_errors_record_nothing():

@@ -132,3 +132,68 @@ def test_integer_tensor_to_negative_tensor_powers_is_pytorchs():
     assert (a ** lz.tensor([-2] * 6)).tolist() == [0, 1, 1, 0, 0, 0]
     assert (2 ** lz.tensor([-1, 2])).tolist() == [0, 4]
     assert (a.int() ** lz.tensor([-1] * 6, dtype=lz.int32)).tolist() == [0, 1, -1, 0, 0, 0]
+
+
+# ---- edge cases two outside differential suites found (issue 34 item 3) -------------------------
+
+def test_relu_and_square_root_keep_negative_zero():
+    z = lz.tensor(np.array([-0.0, 0.0, -1.0, np.nan], np.float32))
+    # torch.relu(z) -> [-0., 0., 0., nan]; z ** 0.5 -> [-0., 0., nan, nan]; z ** -0.5 -> [-inf, inf, nan, nan]
+    for backend in ("cpu", "interp"):
+        prev = lz.backend()
+        lz._C._set_backend(backend)
+        try:
+            r = lz.relu(z).numpy()
+            np.testing.assert_array_equal(np.signbit(r[:3]), [True, False, False])
+            assert r[2] == 0 and np.isnan(r[3])
+            s = (z ** 0.5).numpy()
+            assert np.signbit(s[0]) and s[0] == 0 and not np.signbit(s[1]) and np.isnan(s[2])
+            np.testing.assert_array_equal((z ** -0.5).numpy()[:2], [-np.inf, np.inf])
+        finally:
+            lz.wait()
+            lz._C._set_backend(prev)
+
+
+def test_max_min_and_argmax_over_a_non_empty_dim_of_an_empty_tensor_are_empty():
+    t = lz.zeros(0, 3)
+    values, indices = lz.max(t, 1)  # torch: values tensor([]), indices tensor([], dtype=int64)
+    assert values.numpy().shape == (0,) and indices.numpy().shape == (0,)
+    assert indices.dtype == lz.int64
+    assert lz.min(t, 1)[0].numpy().shape == (0,)
+    assert lz.amax(t, 1).numpy().shape == (0,)
+    assert lz.argmax(lz.zeros(2, 0, 3), 0, keepdim=True).numpy().shape == (1, 0, 3)
+
+
+def test_clamp_of_a_bool_tensor_computes_in_the_bounds_type():
+    b = lz.tensor([True, False])
+    c = lz.clamp(b, 0, 1)  # torch: tensor([1, 0]) int64
+    assert c.dtype == lz.int64 and c.tolist() == [1, 0]
+    f = lz.clamp(b, 0.5)  # torch: tensor([1.0, 0.5]) float32
+    assert f.dtype == lz.float32 and f.tolist() == [1.0, 0.5]
+    p = b ** 2  # torch: tensor([1, 0]) int64
+    assert p.dtype == lz.int64 and p.tolist() == [1, 0]
+
+
+def test_argmax_of_bool_is_refused_as_pytorch_refuses_it_but_max_dim_takes_bool():
+    b = lz.tensor([[True, False], [False, True]])
+    raises_without_leak(TypeError, lambda: lz.argmax(b), "argmax", "bool")
+    raises_without_leak(TypeError, lambda: lz.argmin(b, 1), "argmin", "bool")
+    values, indices = lz.max(b, 1)  # torch: values [True, True], indices [0, 1]
+    assert values.tolist() == [True, True] and indices.tolist() == [0, 1]
+
+
+def test_cat_skips_a_one_dim_empty_tensor_among_others():
+    out = lz.cat([lz.ones(2, 3), lz.zeros(0), lz.ones(1, 3)])  # torch: shape (3, 3)
+    assert out.shape == (3, 3) and out.numpy().sum() == 9
+    assert lz.cat([lz.zeros(0), lz.zeros(0)]).shape == (0,)
+    # it still counts for the result's dtype: int32 [2] with float64 [0] is float64 in torch
+    mixed = lz.cat([lz.tensor(np.array([1, 2], np.int32)), lz.zeros(0, dtype=lz.float64)])
+    assert mixed.dtype == lz.float64
+
+
+def test_index_select_takes_a_scalar_index_and_refuses_a_matrix_with_index_error():
+    x = lz.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    row = lz.index_select(x, 0, lz.tensor(np.array(2)))  # torch: shape (1, 3), [[6, 7, 8]]
+    assert row.tolist() == [[6.0, 7.0, 8.0]]
+    raises_without_leak(IndexError, lambda: lz.index_select(x, 0, lz.tensor(np.array([[1, 2]]))),
+                        "index_select", "vector")

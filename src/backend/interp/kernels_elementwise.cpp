@@ -120,8 +120,8 @@ void unary_typed(OpKind op, const ConstArray& x, MutArray out) {
       });
     case OpKind::Reciprocal: return math([](auto v) { return decltype(v)(1) / v; });
     case OpKind::Relu:
-      // NaN stays NaN, as torch.relu (clamp_min) does.
-      return map_unary<T, T>(x, out, [](T v) { return is_nan(v) || v > T(0) ? v : T(0); });
+      // Only values below zero become zero, as torch.relu does: NaN stays NaN, -0.0 stays -0.0.
+      return map_unary<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });
     // Rounding an integer is the identity.
     case OpKind::Floor:
       return map_unary<T, T>(x, out, [](T v) {

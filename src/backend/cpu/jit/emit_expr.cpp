@@ -178,10 +178,8 @@ llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
       return b_.CreateFMul(h, b_.CreateFAdd(fconst(x, 1), call_math(libm(OpKind::Erf), e.dtype, s)));
     }
     case OpKind::Relu:
-      if (f) {
-        llvm::Value* keep = b_.CreateOr(is_nan(x), b_.CreateFCmpOGT(x, fconst(x, 0)));
-        return b_.CreateSelect(keep, x, fconst(x, 0));
-      }
+      // Only values below zero become zero (NaN and -0.0 stay), as torch.relu does.
+      if (f) return b_.CreateSelect(b_.CreateFCmpOLT(x, fconst(x, 0)), fconst(x, 0), x);
       return b_.CreateSelect(b_.CreateICmpSGT(x, llvm::ConstantInt::get(x->getType(), 0)), x,
                              llvm::ConstantInt::get(x->getType(), 0));
     case OpKind::Floor: return f ? intrinsic(llvm::Intrinsic::floor, x) : x;
