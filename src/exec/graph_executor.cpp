@@ -452,9 +452,23 @@ bool eager_mode() { return g_eager.load(std::memory_order_relaxed); }
 void maybe_cut_large_graph() {
   auto& dev = internal::default_device();
   int64_t pending = ir::nodes_created() - dev.nodes_at_last_cut.load(std::memory_order_relaxed);
-  if (pending <= config().max_pending_nodes) return;
-  LZ_COUNTER("GraphTooLargeCut", 1);
+  const int64_t limit = config().max_pending_nodes;
+  if (pending <= limit) return;
   std::vector<internal::TensorImplPtr> live = dev.registry.snapshot();
+  // What counts is what live tensors still reach: the nodes of tensors already dropped (a loop
+  // that records c = a + b and never reads c) cost nothing at a cut, and cutting would run
+  // nothing anyone reads. When the live graph is within the limit, count again from its size;
+  // the next look comes after at least an eighth of the limit more nodes, so a live graph just
+  // under the limit is not walked again at every op (it may pass the limit by that much).
+  Roots roots = collect(live, /*include_views=*/true);
+  const int64_t reachable = roots.values.empty() ? 0 : static_cast<int64_t>(post_order(roots.values).nodes.size());
+  roots = Roots();
+  if (reachable <= limit) {
+    const int64_t counted = std::min(reachable, limit - std::max<int64_t>(limit / 8, 1));
+    dev.nodes_at_last_cut.store(ir::nodes_created() - counted, std::memory_order_relaxed);
+    return;
+  }
+  LZ_COUNTER("GraphTooLargeCut", 1);
   SyncConfig cfg;
   cfg.barrier = true;
   cfg.reason = CutReason::GraphTooLarge;

@@ -192,6 +192,22 @@ TEST_F(Executor, RunawayGraphIsCutAsGraphTooLarge) {
   EXPECT_FLOAT_EQ(x.item<float>(), 1500.0f);
 }
 
+TEST_F(Executor, NodesNoLiveTensorReachesNeverCauseAGraphTooLargeCut) {
+  mutable_config().max_pending_nodes = 200;
+  Tensor a = tensor<float>({1, 2}, {2}), b = tensor<float>({3, 4}, {2});
+  for (int i = 0; i < 5000; ++i) {
+    Tensor c = a + b;  // dropped at once: nothing live reaches it
+  }
+  EXPECT_EQ(counter("GraphTooLargeCut"), 0);
+  EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), 0);  // nothing ran
+  // A live chain still is cut.
+  Tensor x = tensor<float>({0}, {1});
+  for (int i = 0; i < 1000; ++i) x = x + 1.5f;
+  EXPECT_GE(counter("GraphTooLargeCut"), 3);
+  EXPECT_FLOAT_EQ(x.item<float>(), 1500.0f);
+  mutable_config().max_pending_nodes = 200000;
+}
+
 TEST_F(Executor, DroppingAVeryLongUnsyncedChainDoesNotOverflowTheStack) {
   mutable_config().max_pending_nodes = 1 << 30;  // no automatic cut: build the whole chain
   Tensor x = tensor<float>({1}, {1});
