@@ -13,6 +13,7 @@ PACKAGES=(
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
   nlohmann-json3-dev                               # JSON headers of safetensors files (lz::save / lz::load)
   libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
+  libssl-dev                                       # HMAC-SHA256 of the persistent kernel cache's entries
   llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
   python3-dev pybind11-dev                         # the Python extension lazuli._C
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .

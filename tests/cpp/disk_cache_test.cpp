@@ -22,6 +22,8 @@
 #include <sstream>
 
 #include "core/metrics.h"
+#include <openssl/evp.h>
+#include <openssl/params.h>
 
 namespace lz::cpu {
 namespace {
@@ -48,9 +50,12 @@ void write_file(const std::string& path, const std::string& bytes) {
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// The directory's files but its key (mac.key, made when a cache first enables it).
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename() != "mac.key") names.push_back(e.path().filename().string());
+  }
   return names;
 }
 
@@ -176,6 +181,78 @@ TEST_F(DiskCacheTest, PayloadChecksumMismatchIsRejected) {
   bytes[DiskCache::kHeaderSize + 10] ^= 1;
   write_file(path, bytes);
   expect_rejected_and_removed(cache, key_of(1));
+}
+
+// An attacker who can write the directory but not read its key: flips a byte of the machine code
+// and recomputes the entry's MAC under a key of its own (as it could recompute any checksum).
+TEST_F(DiskCacheTest, AnEntryChangedAndReAuthenticatedWithoutTheKeyIsRejectedAndReplaced) {
+  DiskCache cache(options());
+  cache.store(key_of(1), payload_of(1));
+  std::string path = cache.entry_path(key_of(1));
+  std::string bytes = read_file(path);
+  bytes[DiskCache::kHeaderSize + 10] ^= 1;
+  unsigned char other_key[DiskCache::kKeySize] = {1, 2, 3};
+  unsigned char mac[32];
+  size_t len = 0;
+  EVP_MAC* m = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(m);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+  ASSERT_EQ(EVP_MAC_init(ctx, other_key, sizeof(other_key), params), 1);
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()), 40);
+  EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(bytes.data()) + DiskCache::kHeaderSize,
+                 bytes.size() - DiskCache::kHeaderSize);
+  ASSERT_EQ(EVP_MAC_final(ctx, mac, &len, sizeof(mac)), 1);
+  EVP_MAC_CTX_free(ctx);
+  EVP_MAC_free(m);
+  std::memcpy(bytes.data() + 40, mac, sizeof(mac));
+  write_file(path, bytes);
+  expect_rejected_and_removed(cache, key_of(1));
+  cache.store(key_of(1), payload_of(1));  // repaired by the next store
+  EXPECT_EQ(cache.load(key_of(1)), payload_of(1));
+}
+
+TEST_F(DiskCacheTest, AnEntryWrittenUnderAnotherDirectorysKeyIsRejected) {
+  DiskCache cache(options());
+  DiskCacheOptions o = options();
+  o.dir = root_ + "/other";
+  DiskCache other(o);
+  other.store(key_of(1), payload_of(1));
+  fs::copy_file(other.entry_path(key_of(1)), cache.entry_path(key_of(1)));
+  expect_rejected_and_removed(cache, key_of(1));
+}
+
+TEST_F(DiskCacheTest, TheKeyIsMadeOnceWithMode0600AndReadByLaterCaches) {
+  { DiskCache(options()).store(key_of(1), payload_of(1)); }
+  DiskCache again(options());
+  struct stat st {};
+  ASSERT_EQ(::stat(again.key_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, static_cast<off_t>(DiskCache::kKeySize));
+  EXPECT_EQ(again.load(key_of(1)), payload_of(1));
+}
+
+TEST_F(DiskCacheTest, AKeyOthersCanReadOrNoKeyForAReadOnlyCacheTurnsTheCacheOff) {
+  std::string key;
+  {
+    DiskCache cache(options());
+    key = cache.key_path();
+  }
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  ::testing::internal::CaptureStderr();
+  DiskCache readable(options());
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(readable.enabled());
+  EXPECT_NE(err.find("mac.key"), std::string::npos) << err;
+  ASSERT_EQ(::unlink(key.c_str()), 0);
+  DiskCacheOptions o = options();
+  o.read_only = true;
+  ::testing::internal::CaptureStderr();
+  DiskCache keyless(o);
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(keyless.enabled());
+  EXPECT_NE(err.find("cannot authenticate"), std::string::npos) << err;
+  EXPECT_TRUE(DiskCache(options()).enabled());  // a writable cache makes a new key
 }
 
 TEST_F(DiskCacheTest, EntryCopiedToAnotherKeysPathIsRejected) {

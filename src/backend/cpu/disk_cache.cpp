@@ -5,11 +5,15 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <sys/random.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -26,6 +30,8 @@ namespace {
 constexpr char kMagic[8] = {'L', 'Z', 'K', 'C', 'A', 'C', 'H', 'E'};
 constexpr const char* kEntrySuffix = ".lzk";
 constexpr const char* kTempPrefix = ".tmp.";
+constexpr const char* kKeyName = "mac.key";
+constexpr size_t kMacSize = 32;  // HMAC-SHA256
 // A temp file this old belongs to a writer that died mid-write (a rename takes microseconds).
 constexpr time_t kStaleTempSeconds = 3600;
 
@@ -35,9 +41,30 @@ struct Header {
   uint32_t reserved;
   uint64_t key_lo, key_hi;
   uint64_t payload_size;
-  uint64_t checksum;
+  unsigned char mac[kMacSize];
 };
 static_assert(sizeof(Header) == DiskCache::kHeaderSize);
+constexpr size_t kMacOffset = offsetof(Header, mac);
+
+// HMAC-SHA256 under `key` of the header before the MAC, then the payload (OpenSSL's EVP_MAC).
+// False if OpenSSL fails (then nothing is stored or loaded).
+bool entry_mac(const unsigned char* key, const Header& h, std::string_view payload,
+               unsigned char out[kMacSize]) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (!mac) return false;
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
+  bool ok = ctx != nullptr;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+  size_t len = 0;
+  ok = ok && EVP_MAC_init(ctx, key, DiskCache::kKeySize, params) == 1 &&
+       EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(&h), kMacOffset) == 1 &&
+       EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(payload.data()), payload.size()) == 1 &&
+       EVP_MAC_final(ctx, out, &len, kMacSize) == 1 && len == kMacSize;
+  EVP_MAC_CTX_free(ctx);
+  EVP_MAC_free(mac);
+  return ok;
+}
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
@@ -179,7 +206,67 @@ DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
          "this process" + off);
     return;
   }
-  enabled_ = true;
+  enabled_ = load_or_create_key();
+}
+
+std::string DiskCache::key_path() const { return opts_.dir + "/" + kKeyName; }
+
+bool DiskCache::load_or_create_key() {
+  const std::string path = key_path();
+  const char* off = "; the persistent kernel cache is off";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (fd.get() >= 0) {
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+          (st.st_mode & 077) || st.st_size != static_cast<off_t>(kKeySize) ||
+          !read_all(fd.get(), reinterpret_cast<char*>(mac_key_), kKeySize, 0)) {
+        warn(path + " is not a key this process can trust (a regular file of " +
+             std::to_string(kKeySize) + " bytes, owned by uid " + std::to_string(::geteuid()) +
+             ", mode 0600); remove it to have a new one made" + off);
+        return false;
+      }
+      return true;
+    }
+    if (errno != ENOENT) {
+      warn("cannot read " + path + ": " + error_text(errno) + off);
+      return false;
+    }
+    if (opts_.read_only) {
+      warn(path + " is missing: a read-only cache cannot authenticate its entries" + off);
+      return false;
+    }
+    // Made aside and linked into place: link() never replaces, so of two processes making a key
+    // at once one wins and the other reads the winner's, always whole.
+    unsigned char fresh[kKeySize];
+    size_t got = 0;
+    while (got < kKeySize) {
+      ssize_t r = ::getrandom(fresh + got, kKeySize - got, 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        warn(std::string("cannot draw a key: ") + error_text(errno) + off);
+        return false;
+      }
+      got += static_cast<size_t>(r);
+    }
+    std::string tmp = opts_.dir + "/" + kTempPrefix + "key.XXXXXX";
+    Fd out(::mkostemp(tmp.data(), O_CLOEXEC));  // mode 0600
+    if (out.get() < 0) {
+      warn("cannot write " + path + ": " + error_text(errno) + off);
+      return false;
+    }
+    int err = write_all(out.get(), reinterpret_cast<const char*>(fresh), kKeySize);
+    int close_err = out.close_checked();
+    if (!err) err = close_err;
+    if (!err && ::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) err = errno;
+    ::unlink(tmp.c_str());
+    if (err) {
+      warn("cannot write " + path + ": " + error_text(err) + off);
+      return false;
+    }
+  }
+  warn("cannot settle on a key in " + path + off);
+  return false;
 }
 
 std::string DiskCache::entry_path(const Hash128& key) const {
@@ -237,8 +324,9 @@ std::optional<std::string> DiskCache::load(const Hash128& key,
     return reject();
   }
   std::string payload(h.payload_size, '\0');
+  unsigned char mac[kMacSize];
   if (!read_all(fd.get(), payload.data(), payload.size(), kHeaderSize) ||
-      XXH3_64bits(payload.data(), payload.size()) != h.checksum) {
+      !entry_mac(mac_key_, h, payload, mac) || CRYPTO_memcmp(mac, h.mac, kMacSize) != 0) {
     return reject();
   }
   if (accept && !accept(payload)) return reject();
@@ -256,7 +344,7 @@ void DiskCache::store(const Hash128& key, std::string_view payload) {
   h.key_lo = key.lo;
   h.key_hi = key.hi;
   h.payload_size = payload.size();
-  h.checksum = XXH3_64bits(payload.data(), payload.size());
+  if (!entry_mac(mac_key_, h, payload, h.mac)) return;
 
   ignore_sigxfsz_if_default();
   const std::string path = entry_path(key);

@@ -1,16 +1,26 @@
 // The persistent (disk) level of the kernel cache: one file per compiled kernel, keyed by its
 // Hash128, under a directory that survives the process (LAZULI_CACHE_DIR).
 //
-// Entry file `<dir>/<32 hex digits of the key>.lzk`: a 48-byte header, then the payload.
+// Entry file `<dir>/<32 hex digits of the key>.lzk`: a 72-byte header, then the payload.
 //   offset  0  char[8]  magic "LZKCACHE"
 //           8  uint32   format version (kFormatVersion)
 //          12  uint32   reserved, 0
 //          16  uint64   key.lo, then key.hi at 24 (the key this entry was written for)
 //          32  uint64   payload size (the file is exactly header + payload bytes)
-//          40  uint64   XXH3-64 of the payload
+//          40  byte[32] HMAC-SHA256, under the cache's key, of bytes 0-39 and the payload
 // All fields are in host byte order, like the hashes themselves (core/hash.h). load() checks every
 // field before it returns a payload; an entry that fails any check is counted as rejected, treated
-// as a miss and deleted, so a crash, a full disk or a format change costs one recompile.
+// as a miss and deleted, so a crash, a full disk, a format change or tampering costs one
+// recompile, and the entry is replaced by the next store.
+//
+// The key: 32 random bytes in `<dir>/mac.key`, mode 0600, made by the first process that
+// enables the directory (written aside, then linked into place, so a reader sees all of it or
+// nothing), read by every later one. A key file that is not a regular file of exactly 32 bytes,
+// owned by this process's effective uid and unreadable by group and others, turns the cache off
+// with one warning; a read-only cache without a key is off (it could authenticate nothing).
+// A checksum guards against accidents only: with a MAC, bytes changed by anyone who can write
+// the directory but cannot read the key (a shared or mounted cache, a copied entry) never load,
+// however they were re-checksummed.
 //
 // Security rule: the payload is machine code this process will run, so whoever can write the
 // directory can run code in this process. The directory is created with mode 0700 (missing parents
@@ -52,8 +62,9 @@ struct DiskCacheOptions {
 
 class DiskCache {
  public:
-  static constexpr uint32_t kFormatVersion = 1;
-  static constexpr size_t kHeaderSize = 48;
+  static constexpr uint32_t kFormatVersion = 2;
+  static constexpr size_t kHeaderSize = 72;
+  static constexpr size_t kKeySize = 32;
 
   // Creates the directory unless read_only (a read-only cache over a missing directory is simply
   // off, silently). Never throws; a refusal or failure prints one warning.
@@ -73,13 +84,18 @@ class DiskCache {
   void store(const Hash128& key, std::string_view payload);
 
   std::string entry_path(const Hash128& key) const;
+  std::string key_path() const;
 
  private:
   void warn_write_failure(const std::string& path, int err);
   void evict_to_bound();
+  // Reads `<dir>/mac.key`, or makes it (unless read_only); false, with one warning, when there
+  // is no usable key.
+  bool load_or_create_key();
 
   DiskCacheOptions opts_;
   bool enabled_ = false;
+  unsigned char mac_key_[kKeySize] = {};
   std::atomic<bool> warned_write_{false};
 };
 
