@@ -54,7 +54,8 @@ ref = {
 }
 bad = [k for k in outs if not np.allclose(outs[k].numpy(), ref[k], rtol=1e-4, atol=1e-4)]
 counters = {n: lz.debug.counter_value(n) for n in
-            ("KernelCompile", "PersistentCacheHit", "PersistentCacheMiss", "PersistentCacheRejected")}
+            ("KernelCompile", "PersistentCacheHit", "PersistentCacheMiss", "PersistentCacheRejected",
+             "PersistentCacheCrashedEntry")}
 print(json.dumps({"bad": bad, **counters}))
 sys.exit(1 if bad else 0)
 """
@@ -147,6 +148,38 @@ def test_a_second_process_running_the_same_program_compiles_nothing(warm):
 
 
 # ---- damaged entries ----------------------------------------------------------------------------
+
+def dead_pid():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def trial_markers(cache_dir):
+    return [n for n in os.listdir(os.path.join(cache_dir, "kernels")) if n.endswith(".trial")]
+
+
+def test_an_entry_a_process_died_inside_is_compiled_anew_and_a_live_ones_marker_is_not_a_crash(warm):
+    cache, files, _ = warm
+    paths = sorted(files)
+    # What a process that died inside the first kernel leaves: its marker, naming its pid.
+    write(paths[0][:-len(".lzk")] + ".trial", f"{dead_pid()}\n".encode())
+    # A process trying the second kernel right now (this one): not a crash.
+    write(paths[1][:-len(".lzk")] + ".trial", f"{os.getpid()}\n".encode())
+    second = run_child(cache)
+    assert second["PersistentCacheCrashedEntry"] == 1, second
+    assert second["KernelCompile"] == 1 and second["PersistentCacheHit"] == len(paths) - 1, second
+    assert "died inside the kernel" in second["stderr"], second["stderr"]
+    assert read(paths[0]) == files[paths[0]]  # compiled again and stored
+    assert trial_markers(cache) == []  # the child's own trial of the second kernel replaced it
+
+
+def test_the_first_call_of_a_kernel_loaded_from_disk_leaves_no_marker_behind(warm):
+    cache, files, _ = warm
+    second = run_child(cache)
+    assert second["PersistentCacheHit"] == len(files) and second["PersistentCacheCrashedEntry"] == 0
+    assert trial_markers(cache) == []
+
 
 def test_truncated_entries_are_rejected_and_rewritten(warm):
     cache, files, _ = warm

@@ -183,8 +183,13 @@ class CpuProgram final : public Executable {
         void* const* pp;
         const int64_t* args;
       } launch{kernels_[s.kernel]->fn, ptrs.data(), s.args.data()};
+      // A kernel from the disk cache marks its first call, so a crash inside it is not repeated.
+      KernelTrial* trial = kernels_[s.kernel]->trial.get();
+      if (trial && !trial->pending()) trial = nullptr;
+      if (trial) trial->begin();
       runtime_pool().parallel_for(s.range, s.grain, s.align,
                                   [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
+      if (trial) trial->end();
       if (failure.hit) {
         // The reference kernel's message (interp/kernels_movement.cpp check_indices).
         const IndexCheck& c = s.checks[static_cast<size_t>(failure.check)];

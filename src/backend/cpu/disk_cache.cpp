@@ -211,6 +211,23 @@ DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
 
 std::string DiskCache::key_path() const { return opts_.dir + "/" + kKeyName; }
 
+std::string DiskCache::trial_path(const Hash128& key) const { return opts_.dir + "/" + key.hex() + ".trial"; }
+
+namespace {
+// Whether the crash marker at `path` was left by a process that is gone (it died inside the
+// kernel). A marker of a live process (trying the kernel now) or an unreadable one is not.
+bool left_by_a_dead_process(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (fd.get() < 0) return false;
+  char buf[32] = {};
+  ssize_t n = ::pread(fd.get(), buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return false;
+  long pid = std::strtol(buf, nullptr, 10);
+  if (pid <= 0 || pid == ::getpid()) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+}  // namespace
+
 bool DiskCache::load_or_create_key() {
   const std::string path = key_path();
   const char* off = "; the persistent kernel cache is off";
@@ -280,6 +297,19 @@ std::optional<std::string> DiskCache::load(const Hash128& key,
   static Counter* rejected = get_counter("PersistentCacheRejected");
   if (!enabled_) return std::nullopt;  // a cache that is off misses nothing
   const std::string path = entry_path(key);
+  if (!opts_.read_only && left_by_a_dead_process(trial_path(key))) {
+    // A process died running this entry's kernel: compile it anew rather than crash again.
+    static Counter* crashed = get_counter("PersistentCacheCrashedEntry");
+    crashed->add();
+    rejected->add();
+    misses->add();
+    if (!warned_crash_.exchange(true)) {
+      warn("a process died inside the kernel cached in " + path + "; it is removed and compiled again");
+    }
+    ::unlink(path.c_str());
+    ::unlink(trial_path(key).c_str());
+    return std::nullopt;
+  }
   // O_NONBLOCK: a FIFO at the entry's name must not hang the load; regular files ignore it.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (fd.get() < 0) {

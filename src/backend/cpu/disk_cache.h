@@ -28,6 +28,12 @@
 // uid, is refused: enabled() is false and one warning names it. A cache that was refused, could not
 // be created, or was given an empty path loads nothing and stores nothing.
 //
+// Crash markers: a process about to run a kernel it loaded from the cache for the first time
+// writes `<dir>/<key hex>.trial` (its pid) and removes it once the kernel returned
+// (KernelTrial, kernel_cache.h). A marker whose process is gone means that process died inside
+// the kernel: load() then rejects the entry (counted PersistentCacheCrashedEntry, one warning),
+// so the next process compiles the kernel anew instead of crashing the same way.
+//
 // Writes go to a unique temp file in the same directory (`.tmp.<key hex>.XXXXXX`, never matched
 // as an entry) and are renamed over the entry, so readers see a whole entry or none, and two
 // processes storing the same key both succeed. Recency is the entry's mtime: a hit refreshes it,
@@ -85,6 +91,9 @@ class DiskCache {
 
   std::string entry_path(const Hash128& key) const;
   std::string key_path() const;
+  std::string trial_path(const Hash128& key) const;
+  // Whether crash markers are kept here (an enabled, writable cache).
+  bool keeps_trials() const { return enabled_ && !opts_.read_only; }
 
  private:
   void warn_write_failure(const std::string& path, int err);
@@ -97,6 +106,7 @@ class DiskCache {
   bool enabled_ = false;
   unsigned char mac_key_[kKeySize] = {};
   std::atomic<bool> warned_write_{false};
+  std::atomic<bool> warned_crash_{false};
 };
 
 }  // namespace lz::cpu

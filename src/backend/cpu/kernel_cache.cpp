@@ -1,6 +1,7 @@
 #include "backend/cpu/kernel_cache.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -169,6 +170,7 @@ struct Linked {
   std::string symbol;
   int64_t handles = 0;
   std::shared_ptr<LoadedObject> object;  // loaded by elf_loader; null when LLVM's JIT linked it
+  std::shared_ptr<KernelTrial> trial;    // read from the disk cache in this process
 };
 std::mutex g_link_mu;  // guards g_linked
 std::unordered_map<Hash128, Linked, Hash128Hasher>& linked() {
@@ -178,7 +180,7 @@ std::unordered_map<Hash128, Linked, Hash128Hasher>& linked() {
 
 std::shared_ptr<LoadedKernel> handle_locked(const Hash128& key, Linked& l) {
   l.handles++;
-  auto* k = new LoadedKernel{l.fn, l.symbol};
+  auto* k = new LoadedKernel{l.fn, l.symbol, l.trial};
   return std::shared_ptr<LoadedKernel>(k, [key](LoadedKernel* p) {
     delete p;
     std::lock_guard<std::mutex> g(g_link_mu);
@@ -203,7 +205,7 @@ std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object
   std::lock_guard<std::mutex> g(g_link_mu);
   auto it = linked().find(key);
   if (it == linked().end()) {
-    Linked l{nullptr, symbol, 0, nullptr};
+    Linked l{nullptr, symbol, 0, nullptr, nullptr};
     std::string why;
     std::shared_ptr<LoadedObject> obj = load_elf_object(object, &why);
     if (obj && (l.fn = reinterpret_cast<KernelFn>(obj->function(symbol)))) {
@@ -231,8 +233,9 @@ std::shared_ptr<LoadedKernel> link(const Hash128& key, const std::string& object
 // the machine code itself undamaged: a flip inside .text (or a constant) under a recomputed
 // checksum may make the kernel compute wrong values, fault or loop, and only the checksum stands
 // in its way.
+// `trial_marker` (or "" where the cache keeps no markers): where its first call marks itself.
 std::shared_ptr<LoadedKernel> link_cached(const Hash128& key, const std::string& object,
-                                          const std::string& symbol) {
+                                          const std::string& symbol, const std::string& trial_marker) {
   std::lock_guard<std::mutex> g(g_link_mu);
   auto it = linked().find(key);
   if (it == linked().end()) {
@@ -240,7 +243,8 @@ std::shared_ptr<LoadedKernel> link_cached(const Hash128& key, const std::string&
     std::shared_ptr<LoadedObject> obj = load_elf_object(object, &why);
     void* fn = obj ? obj->function(symbol) : nullptr;
     if (!fn) return nullptr;
-    it = linked().emplace(key, Linked{reinterpret_cast<KernelFn>(fn), symbol, 0, std::move(obj)}).first;
+    auto trial = trial_marker.empty() ? nullptr : std::make_shared<KernelTrial>(trial_marker);
+    it = linked().emplace(key, Linked{reinterpret_cast<KernelFn>(fn), symbol, 0, std::move(obj), std::move(trial)}).first;
   }
   return handle_locked(key, it->second);
 }
@@ -255,6 +259,24 @@ std::string save_ir(const std::string& name, const std::string& ir) {
 }
 
 }  // namespace
+
+void KernelTrial::begin() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (written_ || done_.load(std::memory_order_relaxed)) return;
+  written_ = true;
+  int fd = ::open(marker_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;  // no marker: a crash would go unnoticed, nothing worse
+  std::string pid = std::to_string(::getpid()) + "\n";
+  ssize_t w = ::write(fd, pid.data(), pid.size());
+  (void)w;
+  ::close(fd);
+}
+
+void KernelTrial::end() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (written_) ::unlink(marker_.c_str());
+  done_.store(true, std::memory_order_release);
+}
 
 std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<PlanKernel>& kernels) {
   std::vector<std::shared_ptr<LoadedKernel>> out(kernels.size());
@@ -283,8 +305,12 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
       const PlanKernel& k = kernels[i];
       try {
         // An object the loader refuses is a damaged entry: rejected, deleted, compiled below.
-        auto accept = [&](const std::string& obj) { return (out[i] = link_cached(keys[i], obj, k.name)) != nullptr; };
-        if (disk_cache().load(keys[i], accept)) return;
+        DiskCache& disk = disk_cache();
+        const std::string marker = disk.keeps_trials() ? disk.trial_path(keys[i]) : std::string();
+        auto accept = [&](const std::string& obj) {
+          return (out[i] = link_cached(keys[i], obj, k.name, marker)) != nullptr;
+        };
+        if (disk.load(keys[i], accept)) return;
         std::string ir;
         std::string obj;
         try {
@@ -295,7 +321,7 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
         }
         get_counter("KernelCompile")->add();
         out[i] = link(keys[i], obj, k.name);
-        disk_cache().store(keys[i], obj);
+        disk.store(keys[i], obj);
       } catch (...) {
         errors[i] = std::current_exception();
       }
