@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 import weakref
 
 import torch
@@ -75,8 +76,9 @@ class _TorchState:
         if id(opt) not in self.optimizers:
             self.optimizers[id(opt)] = (weakref.ref(opt), _optimizer_snapshot(opt))
 
-    def register_guard(self):
-        """Adds the replay guard over what was seen (nothing seen: none)."""
+    def register_guard(self, refusals):
+        """Adds the replay guard over what was seen (nothing seen: none). A refusal appends its
+        reason to `refusals` (the call's warning names it)."""
         if not self.modules and not self.optimizers:
             return
         modules = list(self.modules.values())
@@ -86,10 +88,15 @@ class _TorchState:
             for ref, training in modules:
                 m = ref()
                 if m is None or m.training != training:
+                    refusals.append(f"module {type(m).__name__ if m is not None else '(gone)'}'s "
+                                    f"training flag changed (train()/eval()); traced again")
                     return False
             for ref, snap in optimizers:
                 opt = ref()
                 if opt is None or _optimizer_snapshot(opt) != snap:
+                    refusals.append(f"{type(opt).__name__ if opt is not None else 'an optimizer'}'s "
+                                    "hyper-parameters or parameters' requires_grad changed (a "
+                                    "scheduler's lr?); traced again, with no compile")
                     return False
             return True
 
@@ -126,6 +133,7 @@ def capture(fn=None, *, full_graph=False, name=None):
         cache = _C._CaptureCache(label, bool(full_graph))
         keys = _SignatureKeys(label)
         warned = set()
+        refusals = []  # reasons this function's torch-state guards gave, newest last
 
         def body_for(spec, originals):
             def body(targs):
@@ -138,7 +146,7 @@ def capture(fn=None, *, full_graph=False, name=None):
                 args, kwargs = _unflatten(spec, iter(args))
                 with _TorchState() as state:
                     out = f(*args, **kwargs)
-                state.register_guard()
+                state.register_guard(refusals)
                 del args, kwargs
                 out_tensors = []
                 out_spec = _flatten(out, out_tensors, torch.Tensor)
@@ -163,9 +171,17 @@ def capture(fn=None, *, full_graph=False, name=None):
                     torch.is_autocast_enabled("lazuli") and torch.get_autocast_dtype("lazuli"),
                     tuple(t.requires_grad for t in tensors))
             core_args = _to_core(tensors, label)
-            traces = cache.traces
+            traces, refused = cache.traces, len(refusals)
             outs, out_spec = cache.call(core_args, keys.of(spec), body_for(structure, tensors))
-            _warn_if_traced(cache, traces, "lazuli.torch.capture", label, warned)
+            if len(refusals) > refused:  # PyTorch state changed: say which, not the core's words
+                if refusals[-1] not in warned:
+                    warned.add(refusals[-1])
+                    warnings.warn(f"lazuli.torch.capture '{label}': not replayed: {refusals[-1]}",
+                                  RuntimeWarning, stacklevel=2)
+                warned.add(cache.last_reason)  # the core's generic words for the same refusal
+                del refusals[:-1]
+            else:
+                _warn_if_traced(cache, traces, "lazuli.torch.capture", label, warned)
             results = _to_torch(outs)
             # A returned argument is the caller's own tensor object.
             ids = [t._id for t in core_args]
