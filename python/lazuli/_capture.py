@@ -175,15 +175,24 @@ def _add_stats(inner, cache, label):
     inner.__lazuli_name__ = label
 
 
-def _refuse_if_kept(out_tensors):
-    """A returned tensor the function made and also kept (self.last = y; return y) would go stale:
-    replays return a new tensor and never write the kept one. Found by reference count: here only
-    the result structure, `out_tensors`, the loop variable and getrefcount's argument hold it; the
-    core refuses the trace if such a tensor is one the function made."""
+def _kept_elsewhere(out_tensors, refs_per_occurrence):
+    """The returned tensors something besides the result also holds (self.last = y; return y),
+    found by reference count: each occurrence in the result accounts for `refs_per_occurrence`
+    references, plus the loop variable and getrefcount's argument."""
+    kept = []
     for t in out_tensors:
         occurrences = sum(1 for u in out_tensors if u is t)
-        if sys.getrefcount(t) > 2 * occurrences + 2:
-            _C._capture_note_kept(t)
+        if sys.getrefcount(t) > refs_per_occurrence * occurrences + 2:
+            kept.append(t)
+    return kept
+
+
+def _refuse_if_kept(out_tensors):
+    """A returned tensor the function made and also kept would go stale: replays return a new
+    tensor and never write the kept one. Here the result structure and `out_tensors` hold each
+    occurrence; the core refuses the trace if such a tensor is one the function made."""
+    for t in _kept_elsewhere(out_tensors, 2):
+        _C._capture_note_kept(t)
 
 
 def _refuse_replay(reason):

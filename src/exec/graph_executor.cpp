@@ -460,9 +460,11 @@ void maybe_cut_large_graph() {
   // nothing anyone reads. When the live graph is within the limit, count again from its size;
   // the next look comes after at least an eighth of the limit more nodes, so a live graph just
   // under the limit is not walked again at every op (it may pass the limit by that much).
-  Roots roots = collect(live, /*include_views=*/true);
-  const int64_t reachable = roots.values.empty() ? 0 : static_cast<int64_t>(post_order(roots.values).nodes.size());
-  roots = Roots();
+  int64_t reachable = 0;
+  {  // the roots' extra references end here, before a cut counts uses for donation
+    Roots roots = collect(live, /*include_views=*/true);
+    if (!roots.values.empty()) reachable = static_cast<int64_t>(post_order(roots.values).nodes.size());
+  }
   if (reachable <= limit) {
     const int64_t counted = std::min(reachable, limit - std::max<int64_t>(limit / 8, 1));
     dev.nodes_at_last_cut.store(ir::nodes_created() - counted, std::memory_order_relaxed);

@@ -19,7 +19,6 @@ src/tensor/handoff.h) and accounts for the PyTorch state a replay would not see:
 from __future__ import annotations
 
 import functools
-import sys
 import warnings
 import weakref
 
@@ -29,17 +28,21 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .. import _C
 from . import _device
-from .._capture import _add_stats, _flatten, _SignatureKeys, _unflatten, _warn_if_traced
+from .._capture import (_add_stats, _flatten, _kept_elsewhere, _SignatureKeys, _unflatten,
+                        _warn_if_traced)
 
 _GUARD_IDENTITY = 0x6C617A756C69  # one torch-state guard per trace ("lazuli")
 
 
-def _to_core(tensors, label):
-    """The Lazuli tensors of device tensors, for the capture core."""
+def _check_on_device(tensors, label, what, hint):
     for i, t in enumerate(tensors):
         if t.device.type != "lazuli":
-            raise TypeError(f"lazuli.torch.capture '{label}': tensor argument {i} is on "
-                            f"{t.device.type}, not the lazuli device: move it first (.to('lazuli'))")
+            raise TypeError(f"lazuli.torch.capture '{label}': {what} {i} is on {t.device.type}, "
+                            f"not the lazuli device: {hint}")
+
+
+def _to_core(tensors):
+    """The Lazuli tensors of device tensors, for the capture core."""
     return _C._take_tensors(torch.ops.lazuli._put(tensors))
 
 
@@ -151,13 +154,12 @@ def capture(fn=None, *, full_graph=False, name=None):
                 out_tensors = []
                 out_spec = _flatten(out, out_tensors, torch.Tensor)
                 del out
-                for i, kind in enumerate([t.device.type for t in out_tensors]):
-                    if kind != "lazuli":
-                        raise TypeError(f"lazuli.torch.capture '{label}': returned tensor {i} is on "
-                                        f"{kind}; a captured step returns device tensors (read "
-                                        "values after the call)")
-                _refuse_if_kept_torch(out_tensors)
-                return _C._take_tensors(torch.ops.lazuli._put(out_tensors)), out_spec
+                _check_on_device(out_tensors, label, "returned tensor",
+                                 "a captured step returns device tensors (read values after the call)")
+                # Here only out_tensors holds each occurrence (`out` is gone).
+                for k in _to_core(_kept_elsewhere(out_tensors, 1)):
+                    _C._capture_note_kept(k)
+                return _to_core(out_tensors), out_spec
             return body
 
         @functools.wraps(f)
@@ -170,7 +172,8 @@ def capture(fn=None, *, full_graph=False, name=None):
             spec = (structure, torch.is_grad_enabled(),
                     torch.is_autocast_enabled("lazuli") and torch.get_autocast_dtype("lazuli"),
                     tuple(t.requires_grad for t in tensors))
-            core_args = _to_core(tensors, label)
+            _check_on_device(tensors, label, "tensor argument", "move it first (.to('lazuli'))")
+            core_args = _to_core(tensors)
             traces, refused = cache.traces, len(refusals)
             outs, out_spec = cache.call(core_args, keys.of(spec), body_for(structure, tensors))
             if len(refusals) > refused:  # PyTorch state changed: say which, not the core's words
@@ -194,16 +197,3 @@ def capture(fn=None, *, full_graph=False, name=None):
         return inner
 
     return wrap(fn) if fn is not None else wrap
-
-
-def _refuse_if_kept_torch(out_tensors):
-    """_refuse_if_kept for torch tensors: a returned tensor the step also keeps (an attribute, a
-    list) would go stale under replay; the core refuses the trace if the step made it."""
-    kept = []
-    for t in out_tensors:  # held here by out_tensors, the loop variable and getrefcount's argument
-        occurrences = sum(1 for u in out_tensors if u is t)
-        if sys.getrefcount(t) > occurrences + 2:
-            kept.append(t)
-    if kept:
-        for k in _C._take_tensors(torch.ops.lazuli._put(kept)):
-            _C._capture_note_kept(k)

@@ -430,26 +430,7 @@ def check(case) -> Result:
         got_leaves = [_to_torch(g) if isinstance(g, lz.Tensor) else g for g in got_leaves]
     except Exception as e:  # noqa: BLE001 (an entry that claims a case must not raise)
         return Result(used, error=f"{where}: lowering raised {type(e).__name__}: {e}")
-    want_leaves = pytree.tree_leaves(expected)
-    if len(got_leaves) != len(want_leaves):
-        return Result(used, error=f"{where}: {len(got_leaves)} outputs, eager has {len(want_leaves)}")
-    for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
-        try:
-            if not isinstance(w, torch.Tensor):
-                assert g == w, f"{g!r} != {w!r}"
-            elif TIED_INDICES.get(case.op.name, (None,))[0] == k and not case.backward:
-                _check_tied_indices(case, g, w)
-            elif case.op.name in UNORDERED_VALUES:
-                assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{list(g.shape)}"
-            else:
-                w = w.detach()
-                if case.backward and case.op.name in TIED_INDICES:
-                    g, w = _tied_gradient(case, g), _tied_gradient(case, w)
-                torch.testing.assert_close(g, w, equal_nan=True, check_stride=False,
-                                           **_tolerance(case, w))
-        except AssertionError as e:
-            return Result(used, error=f"{where}: output {k}: {e}")
-    return Result(used)
+    return Result(used, error=_compare(case, got_leaves, pytree.tree_leaves(expected), where))
 
 
 # ---- the lazy device ----------------------------------------------------------------------------
@@ -576,28 +557,31 @@ def _device_tolerance(case, expected):
     return DEVICE_TOLERANCES.get(case.op.name) or _tolerance(case, expected)
 
 
-def _compare(case, got_leaves, want_leaves, where):
-    """None, or what differs between the device's outputs (read back) and eager's."""
+def _compare(case, got_leaves, want_leaves, where, device=False):
+    """None, or what differs between Lazuli's outputs (read back as torch tensors) and eager's.
+    `device`: the lazy device's run: its tolerances, a tensor where eager has none (or the
+    reverse) is a difference, and gradients of UNORDERED_VALUES ops are compared as values."""
     if len(got_leaves) != len(want_leaves):
         return f"{where}: {len(got_leaves)} outputs, eager has {len(want_leaves)}"
+    tolerance = _device_tolerance if device else _tolerance
     for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
         try:
             if not isinstance(w, torch.Tensor):
-                assert not isinstance(g, torch.Tensor) and g == w, f"{g!r} != {w!r}"
-            elif not isinstance(g, torch.Tensor):
+                assert not (device and isinstance(g, torch.Tensor)) and g == w, f"{g!r} != {w!r}"
+            elif device and not isinstance(g, torch.Tensor):
                 raise AssertionError(f"{g!r}, eager has a tensor")
             elif TIED_INDICES.get(case.op.name, (None,))[0] == k and not case.backward:
                 _check_tied_indices(case, g, w)
-            elif case.op.name in UNORDERED_VALUES and not case.backward:
+            elif case.op.name in UNORDERED_VALUES and not (device and case.backward):
                 assert g.dtype == w.dtype and g.shape == w.shape, f"{g.dtype}{list(g.shape)}"
             else:
                 w = w.detach()
                 if case.backward and case.op.name in TIED_INDICES:
                     g, w = _tied_gradient(case, g), _tied_gradient(case, w)
                 torch.testing.assert_close(g, w, equal_nan=True, check_stride=False,
-                                           **_device_tolerance(case, w))
+                                           **tolerance(case, w))
         except AssertionError as e:
-            return f"{where}: {'gradient' if case.backward else 'output'} {k}: {e}"
+            return f"{where}: {'gradient' if device and case.backward else 'output'} {k}: {e}"
     return None
 
 
@@ -665,7 +649,7 @@ def check_on_device(case) -> DeviceResult:
     fallbacks = _moved(before, "fallback::")
     if misplaced:
         return DeviceResult(fallbacks, error=f"{where}: outputs {misplaced} are not on the device")
-    error = _compare(case, got, pytree.tree_leaves(expected), where)
+    error = _compare(case, got, pytree.tree_leaves(expected), where, device=True)
     if error and _moved(before, "ExecutedNode::rng"):
         return DeviceResult(fallbacks, skip="random: Lazuli's stream, not eager's")
     if error and case.dtype in SIXTEEN_BIT_TOLERANCE and case.op.name not in FLOAT64_REFERENCE:
@@ -675,7 +659,7 @@ def check_on_device(case) -> DeviceResult:
                 wide = _in_float64(fn, inputs, case.dtype)
         except Exception:  # noqa: BLE001
             return DeviceResult(fallbacks, error=error)
-        if _compare(case, got, pytree.tree_leaves(wide), where) is None:
+        if _compare(case, got, pytree.tree_leaves(wide), where, device=True) is None:
             return DeviceResult(fallbacks, reference="float64")
     return DeviceResult(fallbacks, error=error)
 
