@@ -5,6 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
+# What apt-get and the build print goes to log files (their paths printed; a failing step shows
+# its log in full); each step prints one line with its time.
+LOG_DIR=${LAZULI_LOG_DIR:-$BUILD_DIR/logs}
+mkdir -p "$LOG_DIR"
+LOG_DIR=$(cd "$LOG_DIR" && pwd)
+logged() {  # logged LOG COMMAND...: runs COMMAND, appending to LOG; on failure prints LOG and fails
+  if ! "${@:2}" >>"$1" 2>&1; then
+    echo "setup: failed: ${*:2}; its log ($1):" >&2
+    cat "$1" >&2
+    return 1
+  fi
+}
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config   # toolchain: C++20 compiler, CMake + Ninja
@@ -27,9 +39,13 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  echo "setup: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  start=$SECONDS
+  echo "setup: installing ${#missing[@]} Debian package(s) with apt-get: ${missing[*]} (log: $LOG_DIR/apt.log)"
+  : >"$LOG_DIR/apt.log"
+  logged "$LOG_DIR/apt.log" $SUDO apt-get update -q
+  logged "$LOG_DIR/apt.log" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${missing[@]}"
+  echo "setup: Debian packages installed in $((SECONDS - start)) s"
 fi
 
 # PyTorch for the torch.compile bridge, the lazy PyTorch device and their tests
@@ -42,6 +58,10 @@ if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
 fi
 
 BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DLAZULI_BUILD_PYTHON=ON \
-      -DLAZULI_TORCH_SITE="$TORCH_SITE" >/dev/null
-cmake --build "$BUILD_DIR"
+start=$SECONDS
+echo "setup: building ($BUILD_TYPE) into $BUILD_DIR/ (log: $LOG_DIR/build.log)"
+: >"$LOG_DIR/build.log"
+logged "$LOG_DIR/build.log" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
+  -DLAZULI_BUILD_PYTHON=ON -DLAZULI_TORCH_SITE="$TORCH_SITE"
+logged "$LOG_DIR/build.log" cmake --build "$BUILD_DIR"
+echo "setup: built in $((SECONDS - start)) s"
