@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/cut_reason.h"
 #include "core/buffer.h"
 #include "lazuli/lazuli.h"
 
@@ -92,5 +93,8 @@ void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 void bind_aten(py::module_& m);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
+// A cut reason by its id ("user-sync", "torch-compile"): ValueError for an unknown id
+// (runtime_bindings.cpp).
+lz::CutReason reason_from_id(const std::string& id);
 
 }  // namespace lzpy

@@ -157,7 +157,10 @@ void bind_bridge(py::module_& m) {
   // Compiling and running release the GIL: a compile takes long, and a run waits for the
   // executor lock, which a thread holding it may need the GIL to give back (frames for logs).
   py::class_<lz::WarmProgram>(m, "_WarmProgram")
-      .def(py::init<const std::vector<Tensor>&, std::string>(), py::arg("inputs"), py::arg("name"))
+      .def(py::init([](const std::vector<Tensor>& inputs, std::string name, const std::string& reason) {
+             return std::make_unique<lz::WarmProgram>(inputs, std::move(name), reason_from_id(reason));
+           }),
+           py::arg("inputs"), py::arg("name"), py::arg("reason") = "capture-warmup")
       .def("compile", &lz::WarmProgram::compile, py::arg("outputs"),
            py::arg("donate") = std::vector<std::pair<int, int>>{},
            py::call_guard<py::gil_scoped_release>())

@@ -35,12 +35,6 @@ void wait_all_interruptibly() {
   lz::raise_pending_async_error();
 }
 
-lz::CutReason reason_from_id(const std::string& id) {
-  for (int r = 0; r <= static_cast<int>(lz::CutReason::CaptureReplay); ++r) {
-    if (lz::cut_reason_id(static_cast<lz::CutReason>(r)) == id) return static_cast<lz::CutReason>(r);
-  }
-  throw py::value_error("unknown cut reason '" + id + "'");
-}
 
 void sync_impl(bool wait, bool reset_scope, lz::CutReason reason) {
   resume_after_interrupt([&] {
@@ -80,6 +74,13 @@ py::tuple capture_call(lz::CaptureCache& cache, const std::vector<lz::Tensor>& a
 }
 
 }  // namespace
+
+lz::CutReason reason_from_id(const std::string& id) {
+  for (int r = 0; r <= static_cast<int>(lz::kLastCutReason); ++r) {
+    if (lz::cut_reason_id(static_cast<lz::CutReason>(r)) == id) return static_cast<lz::CutReason>(r);
+  }
+  throw py::value_error("unknown cut reason '" + id + "'");
+}
 
 void bind_runtime(py::module_& m) {
   m.def("sync", [](bool wait, bool reset_scope) { sync_impl(wait, reset_scope, lz::CutReason::UserSync); },

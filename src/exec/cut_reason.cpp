@@ -15,6 +15,7 @@ std::string_view cut_reason_id(CutReason r) {
     case CutReason::HostFallback: return "host-fallback";
     case CutReason::DataDependentShape: return "data-dependent-shape";
     case CutReason::CaptureReplay: return "capture-replay";
+    case CutReason::TorchCompile: return "torch-compile";
   }
   return "unknown";
 }
@@ -35,6 +36,8 @@ std::string_view cut_reason_advice(CutReason r) {
     case CutReason::DataDependentShape:
       return "the output shape depends on values (bool mask); use where() to keep shapes static";
     case CutReason::CaptureReplay: return "a captured function's step, replayed without tracing";
+    case CutReason::TorchCompile:
+      return "a torch.compile graph, compiled once per input signature";
   }
   return "";
 }

@@ -17,7 +17,9 @@ enum class CutReason : uint8_t {
   HostFallback,
   DataDependentShape,
   CaptureReplay,     // a captured function's program, replayed without tracing
+  TorchCompile,      // a graph torch.compile handed over, compiled once per input signature
 };
+constexpr CutReason kLastCutReason = CutReason::TorchCompile;
 
 std::string_view cut_reason_id(CutReason r);
 std::string_view cut_reason_advice(CutReason r);

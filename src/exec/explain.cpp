@@ -1,6 +1,7 @@
 #include "exec/explain.h"
 
 #include <cmath>
+#include <string_view>
 #include <deque>
 #include <limits>
 #include <map>
@@ -48,7 +49,22 @@ std::string tensor_name(const GraphKeyInfo::Tensor_& t) {
 
 std::string type_str(DType d, const Shape& s) { return std::string(dtype_name(d)) + shape_str(s); }
 
-std::string site_name(const std::string& site) { return site.empty() ? std::string("C++") : site; }
+constexpr std::string_view kProgramPrefix = "program ";
+
+bool is_program(const std::string& site) { return site.rfind(kProgramPrefix, 0) == 0; }
+
+std::string site_name(const std::string& site) {
+  if (is_program(site)) return site.substr(kProgramPrefix.size());
+  return site.empty() ? std::string("C++") : site;
+}
+
+// A named program's kind: "graph0.backward.fused_0" -> "backward" (its second dotted part).
+std::string program_kind(const std::string& site) {
+  const std::string name = site_name(site);
+  const size_t a = name.find('.');
+  if (a == std::string::npos) return "";
+  return name.substr(a + 1, name.find('.', a + 1) - a - 1);
+}
 
 // The first post-order position where the two graphs' wirings differ: before it they match node
 // for node up to shapes and attributes.
@@ -380,6 +396,8 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
   return k;
 }
 
+std::string program_key(const std::string& name) { return std::string(kProgramPrefix) + name; }
+
 Explanation explain_and_remember(GraphKeyInfo info) {
   History& h = history();
   Explanation e;
@@ -400,13 +418,19 @@ Explanation explain_and_remember(GraphKeyInfo info) {
         best = &*it;
       }
     }
-    const std::string first = "first compile at this call site (" + site_name(info.call_site) + ")";
+    const std::string first = is_program(info.call_site)
+                                  ? "first compile of " + site_name(info.call_site)
+                                  : "first compile at this call site (" + site_name(info.call_site) + ")";
+    // A named program is compared only with programs of its kind: a backward is not a changed
+    // forward.
+    const bool comparable = !best || !is_program(info.call_site) ||
+                            program_kind(info.call_site) == program_kind(best->call_site);
     if (site_has_keys) {
       std::vector<Explanation> diffs = differences(info, *best);
       e = {diffs[0].cause, join(diffs)};
     } else if (!known_site) {
       e = {"new-call-site", first};
-      if (best && similar(info, *best)) {
+      if (best && comparable && similar(info, *best)) {
         e.text += "; the closest earlier graph, compiled at " + site_name(best->call_site) +
                   ", differs in: " + join(differences(info, *best));
       }

@@ -43,6 +43,10 @@ struct GraphKeyInfo {
   std::vector<uint64_t> wiring;
 };
 
+// The call-site key of a program a front end named (SyncConfig::name): its recompiles are
+// compared with earlier compiles of that name, and explained as "first compile of <name>".
+std::string program_key(const std::string& name);
+
 GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& graph,
                                 const Roots& roots, const PostOrder& po,
                                 const std::vector<std::pair<int, int>>& donations,

@@ -357,6 +357,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     res.hash = graph_hash(roots, po, donations);
     CutRecord record;
     if (region) record.name = region->name;
+    if (!cfg.name.empty()) record.name = cfg.name;
     record.reason = cfg.reason;
     record.hash = res.hash;
     record.nodes = po.nodes.size();
@@ -365,7 +366,8 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     record.frames = std::move(frames);
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
     if (record.compiled) {
-      std::string site = record.frames.empty()
+      std::string site = !cfg.name.empty() ? program_key(cfg.name)
+                         : record.frames.empty()
                              ? std::string()
                              : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
       Explanation e = explain_and_remember(

@@ -52,6 +52,10 @@ struct SyncConfig {
   // The warm-up route (DESIGN.md section 4): find or compile the program and fill `capture`, but
   // schedule nothing; the roots keep their IR. Needs `capture`; never a barrier.
   bool compile_only = false;
+  // A front end's name for the program (a torch.compile partition: "graph0.backward.fused_0"):
+  // debug output names it, and recompiles are explained against earlier compiles of the same
+  // name rather than of the same Python line (a forward and its backward share a line).
+  std::string name;
 };
 
 // Step 1. The roots of one sync: tensors with pending IR (views too when include_views, as value

@@ -9,8 +9,8 @@ namespace lz {
 using internal::TensorImpl;
 using internal::TensorImplPtr;
 
-WarmProgram::WarmProgram(const std::vector<Tensor>& inputs, std::string name)
-    : name_(std::move(name)) {
+WarmProgram::WarmProgram(const std::vector<Tensor>& inputs, std::string name, CutReason reason)
+    : name_(std::move(name)), reason_(reason) {
   for (const Tensor& t : inputs) {
     BufferPtr b = t.defined() ? t.impl()->buffer() : nullptr;
     if (!b) throw ValueError(name_ + ": every input of a warm program must hold device data");
@@ -27,7 +27,8 @@ void WarmProgram::compile(const std::vector<Tensor>& outputs,
   SyncConfig cfg;
   cfg.sync_data = false;
   cfg.compile_only = true;
-  cfg.reason = CutReason::CaptureWarmup;
+  cfg.reason = reason_;
+  cfg.name = name_;
   cfg.capture = &cap_;
   sync_tensors_graph(roots, cfg);
   if (!cap_.program.exe) throw ValueError(name_ + ": the outputs have nothing pending to compile");

@@ -24,7 +24,10 @@ namespace lz {
 class WarmProgram {
  public:
   // Every input must hold device data (ValueError otherwise).
-  WarmProgram(const std::vector<Tensor>& inputs, std::string name);
+  // `reason` is the cut reason its compile reports (debug output, recent_cuts); `name` keys its
+  // recompile explanations (SyncConfig::name).
+  WarmProgram(const std::vector<Tensor>& inputs, std::string name,
+              CutReason reason = CutReason::CaptureWarmup);
 
   // Compiles the pending IR of `outputs` (recorded on the stand-in inputs) without running it.
   // donate: (input, output) pairs whose output may be computed into the input's memory (kept
@@ -42,6 +45,7 @@ class WarmProgram {
 
  private:
   std::string name_;
+  CutReason reason_;
   ProgramCapture cap_;
   std::vector<int> out_root_;     // output -> root of the program
   std::vector<int> param_input_;  // parameter -> input index, -1 for a constant

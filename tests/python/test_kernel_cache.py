@@ -8,6 +8,7 @@ checks its values against numpy, prints its cache counters as JSON and exits non
 value."""
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -451,3 +452,53 @@ def test_boolean_settings_take_the_usual_spellings_and_cache_dir_expands_home(tm
     env.update(LAZULI_SYNC_WAIT="maybe")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0 and "LAZULI_SYNC_WAIT='maybe' is not a boolean" in out.stderr
+
+
+def test_a_long_compile_reports_its_progress_once_then_its_total(tmp_path):
+    # LAZULI_PROGRESS_AFTER_MS=0 makes every compile "long": outside a terminal, one line when
+    # the threshold passes (kernels done of total), one at the end (issue 31 item 5).
+    r = run_child(tmp_path, LAZULI_PROGRESS_AFTER_MS="0")
+    lines = [ln for ln in r["stderr"].splitlines() if "[lazuli] compil" in ln]
+    assert len(lines) == 2, r["stderr"]
+    m = re.fullmatch(r"\[lazuli\] compiling (\d+) kernels: (\d+) done after [\d.e-]+ s \(.*\)", lines[0])
+    assert m and 1 <= int(m.group(2)) < int(m.group(1)), lines
+    assert int(m.group(1)) == r["KernelCompile"]  # a cold cache: every kernel compiled
+    assert re.fullmatch(rf"\[lazuli\] compiled {r['KernelCompile']} kernels in [\d.e-]+ s", lines[1]), lines
+
+
+def test_a_warm_cache_and_a_disabled_report_say_nothing(warm, tmp_path_factory):
+    # A warm cache compiles nothing, so even a zero threshold has nothing to report; -1 turns the
+    # report off for a cold compile.
+    cold = tmp_path_factory.mktemp("cold")
+    for r in (run_child(warm[0], LAZULI_PROGRESS_AFTER_MS="0"),
+              run_child(cold, LAZULI_PROGRESS_AFTER_MS="-1")):
+        assert "[lazuli] compil" not in r["stderr"], r["stderr"]
+
+
+def test_on_a_terminal_the_progress_is_one_bar_redrawn_in_place(tmp_path):
+    import pty
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=slave,
+                           env=child_env(tmp_path, LAZULI_PROGRESS_AFTER_MS="0"), timeout=120)
+        os.close(slave)
+        slave = None
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        if slave is not None:
+            os.close(slave)
+    assert p.returncode == 0, out
+    text = out.decode()
+    # Drawn with carriage returns on one line, then replaced by the total and a newline.
+    assert re.search(r"\r\[lazuli\] compiling kernels \[[# ]{24}\] \d+/\d+, [\d.e-]+ s", text), text
+    assert re.search(r"\r\[lazuli\] compiled \d+ kernels in [\d.e-]+ s *\r?\n", text), text
+    assert text.count("\n") == 1, text  # nothing else printed a line

@@ -27,8 +27,9 @@ The pipeline, per FX graph dynamo hands over:
 from __future__ import annotations
 
 import functools
+import logging
 import operator
-import sys
+import os
 import traceback
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
@@ -40,6 +41,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 import lazuli as lz
 from lazuli import _C
+from lazuli import _logging
 
 from . import _aten as _table
 from ._boundary import LentIds, layout_of, to_lazuli, to_torch
@@ -56,13 +58,24 @@ def _debug_level():
     return lz.debug._get_config("debug")
 
 
-def _log(text):
-    path = lz.debug._get_config("debug_file")
-    if path:
-        with open(path, "a") as f:
-            f.write(text + "\n")
-    else:
-        print(text, file=sys.stderr)
+_LOGGER = _logging.get_logger("lazuli.torch")
+
+
+def _log(text, level=logging.INFO):
+    """One line of the bridge's debug output (lazuli/_logging.py: LAZULI_DEBUG, TORCH_LOGS)."""
+    _logging.log(_LOGGER, level, text)
+
+
+_TORCH_FRAMES_ARE_LIBRARY = False
+
+
+def _torch_frames_are_library():
+    """Call sites and debug output name the user's lines: frames in torch (dynamo, aot_autograd,
+    nn.Module's call) and FX's generated code are skipped, as the lazy device does."""
+    global _TORCH_FRAMES_ARE_LIBRARY
+    if not _TORCH_FRAMES_ARE_LIBRARY:
+        _C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+        _TORCH_FRAMES_ARE_LIBRARY = True
 
 
 def user_line(node: torch.fx.Node) -> str:
@@ -145,11 +158,12 @@ class _Report:
 
 
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
-                       keep_weight_layouts=False):
+                       keep_weight_layouts=False, graph=None):
     """An ATen FX graph (after aot_autograd) as a callable: partitions Lazuli lowers, the rest in
     eager. Returns a function of the graph's placeholders, boxed (called with a list).
     `keep_weight_layouts`: see `backend`."""
-    name = f"graph{next(_GRAPH_IDS)}.{kind}"
+    # One dynamo graph's forward and backward share its name: graph3.forward, graph3.backward.
+    name = f"{graph or f'graph{next(_GRAPH_IDS)}'}.{kind}"
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
     n_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")  # fusing moves them
@@ -171,10 +185,9 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
             node.target = _fallback_runner(node.target)
     fused.recompile()
     _count("TorchPartition", n_part)
-    if _debug_level() > 0:
-        _log(f"lazuli.torch: compiled {name}: {n_nodes} ATen nodes, {n_part} Lazuli partition(s), "
-             f"{len(report.lines)} node(s) in PyTorch eager" + ("\n" if report.lines else "")
-             + "\n".join(report.lines))
+    _log(f"compiled {name}: {n_nodes} ATen nodes, {n_part} Lazuli partition(s), "
+         f"{len(report.lines)} node(s) in PyTorch eager" + ("\n" if report.lines else "")
+         + "\n".join(report.lines))
 
     def run(args):
         # aot_autograd's boxed convention: we own `args` and clear it, so inputs can be freed early.
@@ -381,7 +394,7 @@ class LazuliPartition(torch.nn.Module):
         # A partition that draws random numbers takes a key as one more input, fresh each call.
         keyed = _table.uses_random(self.gm)
         key = to_lazuli(torch.zeros((), dtype=torch.int64)) if keyed else None
-        program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name)
+        program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name, "torch-compile")
         try:
             out = _table.interpret(self.gm, *stand_ins,
                                   call=_C._aten.Call(key) if keyed else None)
@@ -419,11 +432,12 @@ class LazuliPartition(torch.nn.Module):
                 program.compile(pending, [(input_of_arg[i], k) for i, k in writebacks])
             else:
                 program = None
-            if _debug_level() > 0:
-                shapes = ", ".join(f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}"
-                                   if isinstance(a, torch.Tensor) else repr(a) for a in args)
+            if _logging.enabled(_LOGGER, logging.INFO):
+                shapes = [f"{str(a.dtype).replace('torch.', '')}{list(a.shape)}"
+                          if isinstance(a, torch.Tensor) else repr(a) for a in args]
                 what = f"program {program.hash}" if program is not None else "no program (outputs are inputs)"
-                _log(f"lazuli.torch: traced {self.name} (first call with inputs {shapes}): {what}")
+                _log(f"traced {self.name}: {len(shapes)} input(s) "
+                     f"({_logging.summarize(shapes, detail=_debug_level() >= 2)}): {what}")
         except Exception as e:  # noqa: BLE001  (any lowering error: this partition falls back)
             self._refuse(e)
             return None
@@ -515,9 +529,7 @@ class LazuliPartition(torch.nn.Module):
         warnings.warn(f"lazuli.torch: {self.name} falls back to PyTorch eager: its lowering raised "
                       f"while tracing{where}: {self.eager_reason}", RuntimeWarning, stacklevel=2)
         _count("TorchTraceFailed")
-        if _debug_level() > 0:
-            _log(f"lazuli.torch: {self.name}: trace failed{where}: {self.eager_reason}; "
-                 f"runs in PyTorch eager")
+        _log(f"{self.name}: trace failed{where}: {self.eager_reason}; runs in PyTorch eager")
 
     def _run_eager(self, args):
         for node in self.gm.graph.nodes:
@@ -541,8 +553,34 @@ def _failing_node(error) -> Optional[torch.fx.Node]:
 
 _OPTIONS = {"keep_weight_layouts": False}
 
+# torch.compile's modes. Lazuli compiles every graph one way (fused kernels, cached across calls
+# and processes; a later call runs the program without tracing), so a mode changes nothing; each
+# is accepted, with one line saying so.
+_MODES = {
+    "default": None,
+    "reduce-overhead": "Lazuli already runs each later call as one cached program with no "
+                       "tracing (CUDA graphs' aim on the CPU)",
+    "max-autotune": "Lazuli has no autotuning: kernels are fused and compiled once, and matrix "
+                    "products run on oneDNN",
+    "max-autotune-no-cudagraphs": "Lazuli has no autotuning: kernels are fused and compiled once, "
+                                  "and matrix products run on oneDNN",
+}
+_MODES_SAID = set()
 
-def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
+
+def _accept_mode(mode):
+    if mode is None:
+        return
+    if mode not in _MODES:
+        raise TypeError(f"lazuli backend: unknown mode {mode!r} (torch.compile's modes: "
+                        f"{', '.join(sorted(_MODES))}; Lazuli's own settings go in options=)")
+    note = _MODES[mode]
+    if note and mode not in _MODES_SAID:
+        _MODES_SAID.add(mode)
+        _log(f"torch.compile mode={mode!r} has no setting of its own in Lazuli: {note}")
+
+
+def backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=None, **kwargs):
     """The dynamo backend: ``torch.compile(model, backend="lazuli")``. Forward and backward graphs
     go through aot_autograd (with the lowering table's decompositions) to `compile_aten_graph`.
 
@@ -552,10 +590,17 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
       counter says the parameter is unchanged, instead of making it again every call. The
       promise it asks: between calls, parameters are written only by torch operations (an
       optimizer's step, ``copy_``, ``load_state_dict``), never through ``.data``, a numpy view
-      or a raw pointer, which torch does not count (docs/torch.md)."""
+      or a raw pointer, which torch does not count (docs/torch.md).
+
+    ``mode`` (``torch.compile(..., mode=...)``): each of torch's modes is accepted and changes
+    nothing (one INFO line on the ``lazuli.torch`` logger says why); an unknown one is a
+    TypeError."""
     from torch._dynamo.backends.common import aot_autograd
     if kwargs:
-        raise TypeError(f"lazuli backend: unknown arguments {sorted(kwargs)} (it takes options=)")
+        raise TypeError(f"lazuli backend: unknown arguments {sorted(kwargs)} (it takes options= "
+                        "and mode=)")
+    _accept_mode(mode)
+    _torch_frames_are_library()
     opts = dict(_OPTIONS)
     for k, v in (options or {}).items():
         if k not in _OPTIONS:
@@ -568,14 +613,15 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, **kwargs):
         # Lazuli compiles CPU tensors' graphs. Another device's graph (meta tensors, the lazy
         # lazuli device, which records it by itself) runs as PyTorch runs it, as aot_eager would.
         _count("TorchGraphNotCpu")
-        if _debug_level() > 0:
-            _log(f"lazuli.torch: a graph over {', '.join(devices)} tensors runs as PyTorch runs it "
-                 "(the backend compiles CPU tensors' graphs)")
+        _log(f"a graph over {', '.join(devices)} tensors runs as PyTorch runs it "
+             "(the backend compiles CPU tensors' graphs)")
         return gm.forward
     keep = opts["keep_weight_layouts"]
-    fw = functools.partial(compile_aten_graph, kind="forward", keep_weight_layouts=keep)
-    bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep)
-    inference = functools.partial(compile_aten_graph, kind="inference", keep_weight_layouts=keep)
+    graph = f"graph{next(_GRAPH_IDS)}"
+    fw = functools.partial(compile_aten_graph, kind="forward", keep_weight_layouts=keep, graph=graph)
+    bw = functools.partial(compile_aten_graph, kind="backward", keep_weight_layouts=keep, graph=graph)
+    inference = functools.partial(compile_aten_graph, kind="inference", keep_weight_layouts=keep,
+                                  graph=graph)
     return aot_autograd(fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
                         decompositions=_table.decompositions(),
                         # An inference graph's updates of its inputs (an optimizer's step,

@@ -24,6 +24,7 @@
 #include "core/debug_write.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
+#include "core/progress.h"
 #include "core/thread_pool.h"
 #include "lazuli/error.h"
 
@@ -295,8 +296,14 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
   CompileInterruptScope interrupt;
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> stop{false};
+  Progress progress("kernels", missing.size());  // a long compile says so (core/progress.h)
   for (size_t i : missing) {
     tasks.push_back([&, i] {
+      struct Stepped {
+        Progress& p;
+        bool compiled = false;
+        ~Stepped() { p.step(compiled); }
+      } stepped{progress};
       if (stop.load(std::memory_order_relaxed) ||
           (std::this_thread::get_id() == caller && interrupt.poll())) {
         stop.store(true, std::memory_order_relaxed);
@@ -320,6 +327,7 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
                       "; its LLVM IR is saved in " + save_ir(k.name, ir));
         }
         get_counter("KernelCompile")->add();
+        stepped.compiled = true;
         out[i] = link(keys[i], obj, k.name);
         disk.store(keys[i], obj);
       } catch (...) {

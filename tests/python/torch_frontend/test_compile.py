@@ -59,7 +59,7 @@ def test_first_call_compiles_without_running_the_recording():
     with torch.no_grad():
         compiled(torch.randn(3, 8))
     reasons = [c["reason"] for c in lz.debug.recent_cuts()]
-    assert reasons.count("capture-warmup") == 1
+    assert reasons.count("torch-compile") == 1
     assert reasons.count("capture-replay") == 1
     assert counter("UncachedCompile") == 1
 
