@@ -8,8 +8,11 @@ and PyTorch eager (same thread count, its own BLAS and OpenMP).
 
 Each candidate runs in its own process (the pool is sized once per process); conditions and
 candidates alternate within every round, and the busy condition starts one spinning process
-pinned to the last core. Reported: per-step median [min-max] over rounds, and eager's time over
-Lazuli's.
+pinned to the last core. Reported: per-step median [min-max] over rounds, eager's time over each
+candidate's, and for Lazuli the pool's split parallel_for jobs that its caller ran alone because
+no worker arrived in time (PoolSplitJobsRunAlone of PoolSplitJobs, over all rounds). "lazuli, 1
+thread" (LAZULI_NUM_THREADS=1) is the floor a busy machine leaves: the pool loses nothing beyond
+the taken core when busy Lazuli matches it.
 
 Run: PYTHONPATH=python <torch venv>/bin/python bench/busy_bench.py [--rounds 5] [--steps 20]
 """
@@ -34,11 +37,17 @@ if os.environ["BENCH_CAND"] == "torch":
     step, finish = tb.torch_trainer(sizes, batch)
 else:
     step, finish = tb.lazuli_trainer(sizes, batch)
-print(json.dumps({"s": tb.time_steps(step, finish, steps)}))
+out = {"s": tb.time_steps(step, finish, steps)}
+if os.environ["BENCH_CAND"] == "lazuli":
+    import lazuli as lz
+    out.update(jobs=lz.debug.counter_value("PoolSplitJobs"),
+               alone=lz.debug.counter_value("PoolSplitJobsRunAlone"))
+print(json.dumps(out))
 """
 
 CANDIDATES = {
     "lazuli": {"BENCH_CAND": "lazuli"},
+    "lazuli, 1 thread": {"BENCH_CAND": "lazuli", "LAZULI_NUM_THREADS": "1"},
     "torch eager": {"BENCH_CAND": "torch"},
 }
 
@@ -53,7 +62,7 @@ def run(cand, steps, omp_policy, sizes, batch):
                          timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{cand}: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])["s"]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def start_hog(pinned):
@@ -79,29 +88,33 @@ def main():
           f"{os.getloadavg()[0]:.2f}, OMP_WAIT_POLICY={args.omp_wait_policy or 'unset'}, busy process "
           f"{'unpinned' if args.unpinned else 'pinned'}, MLP {args.sizes} batch {args.batch}", flush=True)
     samples = {(c, cand): [] for c in ("quiet", "busy") for cand in CANDIDATES}
+    split = {(c, cand): [0, 0] for c in ("quiet", "busy") for cand in CANDIDATES}  # [alone, jobs]
     for r in range(args.rounds):
         for cond in (("quiet", "busy") if r % 2 == 0 else ("busy", "quiet")):
             hog = start_hog(not args.unpinned) if cond == "busy" else None
             try:
                 names = list(CANDIDATES)
                 for cand in names[r % len(names):] + names[:r % len(names)]:
-                    samples[(cond, cand)].append(run(cand, args.steps, args.omp_wait_policy, args.sizes,
-                                                     args.batch))
+                    res = run(cand, args.steps, args.omp_wait_policy, args.sizes, args.batch)
+                    samples[(cond, cand)].append(res["s"])
+                    split[(cond, cand)][0] += res.get("alone", 0)
+                    split[(cond, cand)][1] += res.get("jobs", 0)
             finally:
                 if hog:
                     hog.kill()
                     hog.wait()
         print(f"  round {r}: " + ", ".join(f"{c}/{k} {v[-1] * 1e3:.1f} ms" for (c, k), v in samples.items()),
               flush=True)
-    print("\n| condition | candidate | step, median [min-max] | eager's time over this |")
-    print("|---|---|---|---|")
+    print("\n| condition | candidate | step, median [min-max] | eager's time over this | split jobs run alone |")
+    print("|---|---|---|---|---|")
     for cond in ("quiet", "busy"):
         eager = statistics.median(samples[(cond, "torch eager")])
         for cand in CANDIDATES:
             v = samples[(cond, cand)]
             m = statistics.median(v)
-            print(f"| {cond} | {cand} | {m * 1e3:.1f} ms [{min(v) * 1e3:.1f}-{max(v) * 1e3:.1f}] | "
-                  f"{eager / m:.2f}x |")
+            alone, jobs = split[(cond, cand)]
+            print(f"| {cond} | {cand} | {m * 1e3:.2f} ms [{min(v) * 1e3:.2f}-{max(v) * 1e3:.2f}] | "
+                  f"{eager / m:.2f}x | {f'{alone} of {jobs}' if jobs else '-'} |")
     print(f"\nbusy_bench: done {time.strftime('%H:%M:%S UTC', time.gmtime())}, load "
           f"{os.getloadavg()[0]:.2f}")
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/config.h"
+#include "core/metrics.h"
 
 
 namespace lz {
@@ -57,13 +58,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t align,
     const std::function<void(int64_t, int64_t)>* fn;
     int64_t n, chunk, chunks;
   } range{&fn, n, chunk, chunks};
-  run_job(
+  const int64_t mine = run_job(
       chunks,
       [](const void* ctx, int64_t i) {
         const auto& r = *static_cast<const Range*>(ctx);
         (*r.fn)(i * r.chunk, i == r.chunks - 1 ? r.n : (i + 1) * r.chunk);
       },
       &range);
+  LZ_COUNTER("PoolSplitJobs", 1);
+  if (mine == chunks) LZ_COUNTER("PoolSplitJobsRunAlone", 1);  // no worker arrived in time
 }
 
 void ThreadPool::run_all(const std::vector<std::function<void()>>& tasks) {
@@ -88,7 +91,7 @@ void ThreadPool::run_all(const std::vector<std::function<void()>>& tasks) {
       &tasks);
 }
 
-void ThreadPool::run_job(int64_t units, UnitFn fn, const void* ctx) {
+int64_t ThreadPool::run_job(int64_t units, UnitFn fn, const void* ctx) {
   std::unique_lock<std::mutex> call_lock(call_mu_);
   unit_fn_ = fn;
   unit_ctx_ = ctx;
@@ -108,7 +111,7 @@ void ThreadPool::run_job(int64_t units, UnitFn fn, const void* ctx) {
   }
 
   t_in_pool_task = true;
-  take_units(generation);
+  const int64_t mine = take_units(generation);
   t_in_pool_task = false;
   wait_until_done();
 
@@ -116,9 +119,11 @@ void ThreadPool::run_job(int64_t units, UnitFn fn, const void* ctx) {
   std::exception_ptr error = std::exchange(error_, nullptr);
   call_lock.unlock();
   if (error) std::rethrow_exception(error);
+  return mine;
 }
 
-void ThreadPool::take_units(uint32_t generation) {
+int64_t ThreadPool::take_units(uint32_t generation) {
+  int64_t taken = 0;
   uint64_t word = work_.load(std::memory_order_acquire);
   while (generation_of(word) == generation && remaining_of(word) != 0) {
     if (!work_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel,
@@ -127,6 +132,7 @@ void ThreadPool::take_units(uint32_t generation) {
     }
     // Holding a unit keeps the job alive: its fields stay valid until our decrement below.
     const int64_t unit = units_ - remaining_of(word);
+    ++taken;
     try {
       unit_fn_(unit_ctx_, unit);
     } catch (...) {
@@ -141,6 +147,7 @@ void ThreadPool::take_units(uint32_t generation) {
     }
     word = work_.load(std::memory_order_acquire);
   }
+  return taken;
 }
 
 void ThreadPool::wait_until_done() {

@@ -15,6 +15,10 @@
 // - Dispatch on a warm pool is one store, one cache-line hand-off per worker and one counter
 //   decrement per unit: under a microsecond (two 5 us chunks on 2 threads: 5.8 us, serial 10.1).
 //   A sleeping worker can wake tens of microseconds late; the caller then runs its units itself.
+// - So a busy machine (another process on a core) costs the lost core and no more: a worker that
+//   is not running does not hold a unit, and the caller runs the job alone. Counted per
+//   parallel_for job that was split: `PoolSplitJobs`, and `PoolSplitJobsRunAlone` when the caller
+//   ran every chunk itself (bench/busy_bench.py prints both; RESULTS.md 19).
 //
 // Contracts:
 // - Exceptions: every unit runs even when an earlier one threw; the first exception is rethrown in
@@ -95,10 +99,10 @@ class ThreadPool {
   using UnitFn = void (*)(const void* ctx, int64_t unit);
   static constexpr int64_t kSpinNs = 75'000;  // spin before sleeping (worker) or blocking (caller)
 
-  void run_job(int64_t units, UnitFn fn, const void* ctx);
+  int64_t run_job(int64_t units, UnitFn fn, const void* ctx);  // returns the caller's units
   void worker_loop(int index);
   bool wait_for_job(uint32_t seen, uint32_t* generation);  // false: the pool is stopping
-  void take_units(uint32_t generation);
+  int64_t take_units(uint32_t generation);  // returns how many units this thread ran
   void wait_until_done();
 
   const int num_threads_;

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/metrics.h"
+
 namespace lz {
 namespace {
 
@@ -130,6 +132,7 @@ TEST(ThreadPool, SingleThreadPoolRunsEverythingInlineOnTheCaller) {
 
 TEST(ThreadPool, ParallelForRunsChunksConcurrentlyOnNamedWorkers) {
   ThreadPool pool(2);
+  const int64_t jobs = counter_value("PoolSplitJobs"), alone = counter_value("PoolSplitJobsRunAlone");
   for (int round = 0; round < 20; ++round) {  // some rounds find the worker asleep, some spinning
     std::latch both(2);  // each chunk waits for the other: hangs unless they run concurrently
     std::mutex mu;
@@ -145,6 +148,27 @@ TEST(ThreadPool, ParallelForRunsChunksConcurrentlyOnNamedWorkers) {
     EXPECT_TRUE(names[0] == "lz-pool-1" || names[1] == "lz-pool-1") << names[0] << ", " << names[1];
     if (round % 5 == 4) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  // Every job was split, and none ran on the caller alone (each chunk waited for the other).
+  EXPECT_EQ(counter_value("PoolSplitJobs") - jobs, 20);
+  EXPECT_EQ(counter_value("PoolSplitJobsRunAlone") - alone, 0);
+}
+
+TEST(ThreadPool, ASplitJobCountsAsRunAloneExactlyWhenTheCallerRanEveryChunk) {
+  // Whether the worker arrives in time varies; the count must match what happened, job by job.
+  ThreadPool pool(2);
+  const int64_t jobs = counter_value("PoolSplitJobs"), alone = counter_value("PoolSplitJobsRunAlone");
+  const std::thread::id me = std::this_thread::get_id();
+  int64_t ran_alone = 0;
+  for (int round = 0; round < 50; ++round) {
+    std::atomic<int> on_caller{0};
+    pool.parallel_for(2, 1, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() == me) on_caller.fetch_add(static_cast<int>(e - b));
+    });
+    ran_alone += on_caller.load() == 2;
+    if (round % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // worker asleep
+  }
+  EXPECT_EQ(counter_value("PoolSplitJobs") - jobs, 50);
+  EXPECT_EQ(counter_value("PoolSplitJobsRunAlone") - alone, ran_alone);
 }
 
 TEST(ThreadPool, ExceptionReachesTheCallerAfterEveryChunkRanAndThePoolKeepsWorking) {
