@@ -27,7 +27,7 @@ PACKAGES=(
   libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
   libssl-dev                                       # HMAC-SHA256 of the persistent kernel cache's entries
   llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
-  python3-dev pybind11-dev                         # the Python extension lazuli._C
+  python3-dev                                      # the Python extension lazuli._C (pybind11: py-tools.sh)
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
   python3-sklearn python3-tqdm                     # examples/train_digits.py: digits data set, progress bar
 )
@@ -57,11 +57,16 @@ if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   TORCH_SITE=$(bash scripts/torch-venv.sh)
 fi
 
+# pybind11 from PyPI (Debian's 2.10 predates numpy 2) and the numpy 2 test environment:
+# requirements-build.txt, fetched once per machine by scripts/py-tools.sh.
+PY_TOOLS=$(bash scripts/py-tools.sh)
+PYBIND11_DIR=$("$PY_TOOLS/venv/bin/python" -c 'import pybind11; print(pybind11.get_cmake_dir())')
+
 BUILD_TYPE=${LAZULI_BUILD_TYPE:-Release}
 start=$SECONDS
 echo "setup: building ($BUILD_TYPE) into $BUILD_DIR/ (log: $LOG_DIR/build.log)"
 : >"$LOG_DIR/build.log"
 logged "$LOG_DIR/build.log" cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" \
-  -DLAZULI_BUILD_PYTHON=ON -DLAZULI_TORCH_SITE="$TORCH_SITE"
+  -DLAZULI_BUILD_PYTHON=ON -DLAZULI_TORCH_SITE="$TORCH_SITE" -Dpybind11_DIR="$PYBIND11_DIR"
 logged "$LOG_DIR/build.log" cmake --build "$BUILD_DIR"
 echo "setup: built in $((SECONDS - start)) s"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything (system packages, build) and runs every test:
 #   1. the C++ tests (GoogleTest under ctest) on a Release build;
-#   2. the Python tests (pytest) against the package installed with `pip install .`, the PyTorch
+#   2. the Python tests (pytest) against the package built by `pip wheel .` and installed, under
+#      numpy 1 (Debian's) and numpy 2 (requirements-build.txt), the PyTorch
 #      bridge's tests included (the pinned torch: scripts/torch-venv.sh, installed once per machine);
 #   3. the C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrency
 #      tests under ThreadSanitizer (skip both with LAZULI_SKIP_SANITIZERS=1 for a quick local run).
@@ -20,7 +21,7 @@ export LAZULI_CACHE_DIR="${LAZULI_CACHE_DIR:-$(mktemp -d)/lazuli-cache}"
 stage "C++ tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-stage "Python: pip install . (offline, into a fresh venv)"
+stage "Python: pip wheel . (offline), installed into a fresh venv"
 VENV=$(mktemp -d)/venv
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
 # pip builds out of the tree (tools/build_backend/lazuli_build.py): the checkout must not change.
@@ -30,13 +31,20 @@ TORCH_SITE=""
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   TORCH_SITE=$(bash scripts/torch-venv.sh)
 fi
+# The build requirement (pybind11) comes from the wheels scripts/py-tools.sh keeps: nothing is
+# fetched. The wheel is built once and installed into both test environments (numpy 1 and 2).
+PY_TOOLS=$(bash scripts/py-tools.sh)
+WHEEL_DIR=$(mktemp -d)
 STAMP=$(mktemp) TREE_BEFORE=$(git status --porcelain --ignored 2>&1 || true)
-LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" install --no-index --quiet .
+LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" wheel --no-index --quiet \
+  --find-links "$PY_TOOLS/wheels" --no-deps -w "$WHEEL_DIR" .
 WRITTEN=$(find . -path ./.git -prune -o -newer "$STAMP" -print)
 if [ -n "$WRITTEN" ] || [ "$TREE_BEFORE" != "$(git status --porcelain --ignored 2>&1 || true)" ]; then
-  echo "pip install . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
+  echo "pip wheel . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
   exit 1
 fi
+WHEEL=$(ls "$WHEEL_DIR"/lazuli-*.whl)
+"$VENV/bin/pip" install --no-index --quiet "$WHEEL"
 # PyTorch for tests/python/torch_frontend: the pinned torch, installed once per machine outside the
 # checkout (scripts/torch-venv.sh), is made visible to the test venv by a .pth file, not copied.
 # LAZULI_SKIP_TORCH=1 leaves it out (those tests are then not collected).
@@ -49,6 +57,15 @@ fi
 # beside Lazuli's pool and slow every later test on a small machine.
 stage "Python tests (pytest against the installed package)"
 (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+   --ignore="$OLDPWD/tests/python/torch_frontend" "$OLDPWD/tests/python")
+# The same tests under numpy 2 (requirements-build.txt), in a venv that sees no Debian package;
+# the kernels compiled above are in the persistent cache, so this run compiles almost nothing.
+stage "Python tests under numpy 2"
+NP2=$(mktemp -d)/venv
+/usr/bin/python3 -m venv "$NP2"
+"$NP2/bin/pip" install --no-index --quiet --find-links "$PY_TOOLS/wheels" -r requirements-build.txt "$WHEEL"
+"$NP2/bin/python" -c 'import numpy; print("numpy", numpy.__version__)'
+(cd "$(mktemp -d)" && "$NP2/bin/python" -m pytest -q -p no:cacheprovider \
    --ignore="$OLDPWD/tests/python/torch_frontend" "$OLDPWD/tests/python")
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   stage "Python tests of the PyTorch front end"

@@ -293,11 +293,10 @@ std::string incompatible_arguments(const function_record* chain, PyObject* args,
 std::string cast_failure(const function_record* rec, PyObject* args, PyObject* kwargs,
                          const std::string& msg) {
   std::string name = function_name(rec);
+  const std::string generic = name + "(): an argument has the wrong type; got " +
+                              call_types(args, kwargs, rec->is_method);
   size_t at = msg.find("of type <class '");
-  if (at == std::string::npos) {  // pybind11 built without detailed messages: no type named
-    return name + "(): an argument has the wrong type; got " +
-           call_types(args, kwargs, rec->is_method);
-  }
+  if (at == std::string::npos) return generic;  // pybind11 < 2.12 without detailed messages
   at += std::strlen("of type <class '");
   std::string type = msg.substr(at, msg.find('\'', at) - at);
   std::vector<Param> params = parse_signature(rec->signature);
@@ -307,6 +306,17 @@ std::string cast_failure(const function_record* rec, PyObject* args, PyObject* k
     return t == type ||
            (type.size() > t.size() && type.compare(type.size() - t.size(), t.size(), t) == 0);
   };
+  // Two arguments of that type: which one failed is unknown, so none is blamed.
+  int holders = 0;
+  for (Py_ssize_t i = rec->is_method ? 1 : 0; i < PyTuple_GET_SIZE(args); ++i) {
+    holders += same_type(PyTuple_GET_ITEM(args, i));
+  }
+  if (kwargs) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(kwargs, &pos, &k, &v)) holders += same_type(v);
+  }
+  if (holders > 1) return generic;
   for (Py_ssize_t i = rec->is_method ? 1 : 0; i < PyTuple_GET_SIZE(args); ++i) {
     if (!same_type(PyTuple_GET_ITEM(args, i))) continue;
     Param p;

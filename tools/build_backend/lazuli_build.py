@@ -22,12 +22,29 @@ NAME = "lazuli"
 VERSION = "0.1.0"
 
 
+# The bindings need pybind11 >= 2.12 for numpy 2 (requirements-build.txt pins the one tested; it
+# is also pyproject.toml's build requirement, installed by pip into the isolated build).
+PYBIND11 = "pybind11>=2.12"
+
+
 def get_requires_for_build_wheel(config_settings=None):
-    return []
+    return [PYBIND11]
 
 
 def get_requires_for_build_editable(config_settings=None):
-    return []
+    return [PYBIND11]
+
+
+def _pybind11_dir():
+    """pybind11's CMake folder, from the pybind11 this build imports (pip installs it into the
+    isolated build environment); Debian's 2.10 would build bindings numpy 2 cannot use."""
+    try:
+        import pybind11
+    except ImportError as e:
+        raise RuntimeError(f"building lazuli needs {PYBIND11} importable (pip installs it from "
+                           "pyproject.toml's build requirements; with --no-build-isolation, install "
+                           "it first)") from e
+    return pybind11.get_cmake_dir()
 
 
 def _tag():
@@ -59,7 +76,7 @@ def _build_extension(build):
                            "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
                            "-DLAZULI_BUILD_TESTS=OFF", "-DLAZULI_BUILD_BENCH=OFF",
                            "-DLAZULI_BUILD_EXAMPLES=OFF", f"-DLAZULI_PYTHON_OUTPUT_DIR={out}",
-                           f"-DLAZULI_TORCH_SITE={site}",
+                           f"-DLAZULI_TORCH_SITE={site}", f"-Dpybind11_DIR={_pybind11_dir()}",
                            f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
     targets = ["_C"] + (["lazuli_device"] if site else [])
     subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
@@ -90,7 +107,8 @@ def _entry_points():
 def _metadata():
     extra = "".join(f'Requires-Dist: {r}; extra == "torch"\n' for r in _torch_extra())
     return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
-            f"Summary: A lazy tensor runtime\nRequires-Dist: numpy\nProvides-Extra: torch\n"
+            f"Summary: A lazy tensor runtime\nRequires-Python: >=3.9\n"
+            f"Requires-Dist: numpy>=1.24\nProvides-Extra: torch\n"
             f"{extra}").encode()
 
 

@@ -21,17 +21,18 @@ _CODE = {k: int(v) for k, v in TORCH_TO_LZ.items()}
 
 def check_numpy_interop():
     """Raises ImportError where Lazuli's extension and the numpy imported here disagree on an
-    array's layout. The boundary hands buffers over as numpy arrays; an extension built with an
-    older pybind11 (Debian 12's 2.10) under numpy 2 makes arrays whose every element reads as the
-    first, and every result would be silently wrong. Costs one view of four floats, nothing run."""
+    array's layout. The boundary hands buffers over as numpy arrays; an extension built with a
+    pybind11 older than 2.12 (Debian 12's 2.10) under numpy 2 makes arrays whose every element
+    reads as the first, and every result would be silently wrong. Costs one view of four floats,
+    nothing run."""
     a = np.arange(1, 5, dtype=np.float32)
     view = np.asarray(_C._numpy_view(_C._from_memory(a.ctypes.data, _CODE[torch.float32], (4,), a)))
     if view.dtype != np.float32 or not np.array_equal(view, a):
         raise ImportError(
             f"lazuli.torch: numpy {np.__version__} (from {os.path.dirname(np.__file__)}) does not "
             f"read Lazuli's buffers correctly (got {view.tolist()} for [1.0, 2.0, 3.0, 4.0]); "
-            "use the numpy lazuli was built against (Debian's python3-numpy 1.x: put it first on "
-            "sys.path, or build lazuli against this numpy)")
+            "lazuli's bindings were built with a pybind11 older than 2.12; rebuild it (its build "
+            "requirement is pybind11>=2.12), or use numpy 1.x")
 
 
 check_numpy_interop()
