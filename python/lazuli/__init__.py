@@ -47,7 +47,7 @@ double = float64
 half = float16
 long = int64
 
-__version__ = "0.1.0"
+__version__ = _C.__version__  # CMakeLists.txt's project(VERSION), the one place it is written
 
 # Programs still running at exit finish before the interpreter and the libraries they use go away.
 import atexit as _atexit  # noqa: E402

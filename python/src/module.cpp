@@ -170,6 +170,8 @@ lz::Tensor from_numpy(const py::array& arr) {
 }  // namespace lzpy
 
 PYBIND11_MODULE(_C, m) {
+  // The package's version, from CMakeLists.txt's project(VERSION) (python/CMakeLists.txt).
+  m.attr("__version__") = LAZULI_VERSION;
   m.doc() = "Lazuli's C++ runtime (use the `lazuli` package, not this module).";
 
   py::object runtime_error = py::module_::import("builtins").attr("RuntimeError");

@@ -19,6 +19,10 @@ for f in include/lazuli/lazuli.h lib/liblazuli.so lib/liblazuli_jit.so lib/pkgco
          lib/cmake/lazuli/lazuliTargets.cmake; do
   [ -e "$PREFIX/$f" ] || fail "cmake --install did not install $f"
 done
+# The library is versioned: liblazuli.so -> liblazuli.so.MAJOR.MINOR (its SONAME) -> the file.
+soname=$(readelf -d "$PREFIX/lib/liblazuli.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[[ "$soname" =~ ^liblazuli\.so\.[0-9]+\.[0-9]+$ ]] || fail "liblazuli.so's SONAME is '$soname'"
+[ -e "$PREFIX/lib/$soname" ] || fail "the SONAME's link $soname is not installed"
 # The installed libraries must not look into the build tree for anything.
 for lib in "$PREFIX"/lib/liblazuli*.so; do
   if readelf -d "$lib" | grep -E 'R(UN)?PATH' | grep -qF "$BUILD"; then

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import sysconfig
@@ -19,7 +20,10 @@ import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAME = "lazuli"
-VERSION = "0.1.0"
+# The one version number: CMakeLists.txt's project(lazuli VERSION x.y.z), which also gives
+# lazuli.__version__ and the C++ library's SOVERSION.
+VERSION = re.search(r"project\(lazuli VERSION ([0-9.]+)",
+                    (ROOT / "CMakeLists.txt").read_text()).group(1)
 
 
 # The bindings need pybind11 >= 2.12 for numpy 2 (requirements-build.txt pins the one tested; it

@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-// The path the dynamic loader mapped `name` from, read from /proc/self/maps.
+// The path the dynamic loader mapped `name` (or a versioned `name`.x.y.z) from, read from
+// /proc/self/maps.
 std::string loaded_from(const std::string& name) {
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
     size_t path = line.find('/');
-    if (path != std::string::npos && line.size() > name.size() + path &&
-        line.compare(line.size() - name.size() - 1, name.size() + 1, "/" + name) == 0) {
-      return line.substr(path);
-    }
+    if (path == std::string::npos) continue;
+    const std::string file = line.substr(line.rfind('/') + 1);
+    if (file == name || file.rfind(name + ".", 0) == 0) return line.substr(path);
   }
   return "(not loaded)";
 }
