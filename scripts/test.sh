@@ -21,7 +21,7 @@ export LAZULI_CACHE_DIR="${LAZULI_CACHE_DIR:-$(mktemp -d)/lazuli-cache}"
 stage "C++ tests (Release)"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-stage "Python: pip wheel . (offline), installed into a fresh venv"
+stage "Python: an sdist, a wheel built from it (offline), an editable install"
 VENV=$(mktemp -d)/venv
 /usr/bin/python3 -m venv --system-site-packages "$VENV"
 # pip builds out of the tree (tools/build_backend/lazuli_build.py): the checkout must not change.
@@ -31,19 +31,32 @@ TORCH_SITE=""
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   TORCH_SITE=$(bash scripts/torch-venv.sh)
 fi
-# The build requirement (pybind11) comes from the wheels scripts/py-tools.sh keeps: nothing is
-# fetched. The wheel is built once and installed into both test environments (numpy 1 and 2).
+# The sdist comes from the build backend's own hook (what `python -m build --sdist` calls); the
+# wheel is built from that sdist, so every run is a round trip (the sdist carries what a build
+# needs, and its REVISION file names this commit). The build requirement (pybind11) comes from the
+# wheels scripts/py-tools.sh keeps: nothing is fetched. The wheel is built once and installed into
+# both test environments (numpy 1 and 2).
 PY_TOOLS=$(bash scripts/py-tools.sh)
-WHEEL_DIR=$(mktemp -d)
+SDIST_DIR=$(mktemp -d) WHEEL_DIR=$(mktemp -d)
 STAMP=$(mktemp) TREE_BEFORE=$(git status --porcelain --ignored 2>&1 || true)
+SDIST=$SDIST_DIR/$(PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys; sys.path.insert(0, "tools/build_backend"); import lazuli_build; print(lazuli_build.build_sdist(sys.argv[1]))' "$SDIST_DIR")
 LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" wheel --no-index --quiet \
-  --find-links "$PY_TOOLS/wheels" --no-deps -w "$WHEEL_DIR" .
+  --find-links "$PY_TOOLS/wheels" --no-deps -w "$WHEEL_DIR" "$SDIST"
 WRITTEN=$(find . -path ./.git -prune -o -newer "$STAMP" -print)
 if [ -n "$WRITTEN" ] || [ "$TREE_BEFORE" != "$(git status --porcelain --ignored 2>&1 || true)" ]; then
-  echo "pip wheel . wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
+  echo "the sdist or the wheel build wrote into the source tree: ${WRITTEN:-$(git status --porcelain --ignored)}" >&2
   exit 1
 fi
+tar -xOzf "$SDIST" "$(basename "$SDIST" .tar.gz)/REVISION" | grep -qx "g$(git rev-parse --short=12 HEAD)" ||
+  { echo "the sdist's REVISION does not name this commit" >&2; exit 1; }
 WHEEL=$(ls "$WHEEL_DIR"/lazuli-*.whl)
+# pip install -e .: builds into build/ (done above: nothing to compile) and puts python/ on the
+# path, so the checkout's sources are what imports.
+EDITABLE=$(mktemp -d)/venv
+/usr/bin/python3 -m venv --system-site-packages "$EDITABLE"
+LAZULI_TORCH_SITE="$TORCH_SITE" "$EDITABLE/bin/pip" install --no-index --quiet \
+  --find-links "$PY_TOOLS/wheels" -e .
+(cd "$(mktemp -d)" && "$EDITABLE/bin/python" -c 'import sys, lazuli as lz; assert lz.__file__.startswith(sys.argv[1] + "/python/lazuli/"), lz.__file__; print("editable install:", lz.__file__, lz.__version__, (lz.ones(2) * 3).tolist())' "$OLDPWD")
 "$VENV/bin/pip" install --no-index --quiet "$WHEEL"
 # PyTorch for tests/python/torch_frontend: the pinned torch, installed once per machine outside the
 # checkout (scripts/torch-venv.sh), is made visible to the test venv by a .pth file, not copied.

@@ -142,23 +142,102 @@ def _write_wheel(wheel_directory, built):
         raise RuntimeError("the _C extension, liblazuli.so or liblazuli_jit.so was not built; see "
                            "the CMake output above")
     files = sorted(modules + binaries, key=lambda f: f[1].as_posix())
+    return _zip_wheel(wheel_directory, [(f"{NAME}/{rel.as_posix()}", p.read_bytes()) for p, rel in files])
+
+
+def _zip_wheel(wheel_directory, entries):
+    """Writes a wheel of `entries` ((archive name, bytes)) and the dist-info; returns its name."""
     dist_info = f"{NAME}-{VERSION}.dist-info"
     wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
-    metadata = _metadata()
     wheel = (f"Wheel-Version: 1.0\nGenerator: lazuli_build\nRoot-Is-Purelib: false\n"
              f"Tag: {_tag()}\n").encode()
     records = []
     path = pathlib.Path(wheel_directory) / wheel_name
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for p, rel in files:
-            data = p.read_bytes()
-            arc = f"{NAME}/{rel.as_posix()}"
-            zf.writestr(arc, data)
-            records.append(_record_line(arc, data))
-        for arc, data in ((f"{dist_info}/METADATA", metadata), (f"{dist_info}/WHEEL", wheel),
-                          (f"{dist_info}/entry_points.txt", _entry_points())):
+        for arc, data in list(entries) + [(f"{dist_info}/METADATA", _metadata()),
+                                          (f"{dist_info}/WHEEL", wheel),
+                                          (f"{dist_info}/entry_points.txt", _entry_points())]:
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
         records.append(f"{dist_info}/RECORD,,")
         zf.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
     return wheel_name
+
+
+# ---- sdist -------------------------------------------------------------------------------------
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def _own_git_checkout():
+    """Whether ROOT is the top of its own git repository (not a copy inside another's)."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return pathlib.Path(top).resolve() == ROOT
+
+
+def _source_files():
+    """The files an sdist carries: git's tracked files in Lazuli's own checkout; in an unpacked
+    sdist (no git), every file but build outputs and caches."""
+    if _own_git_checkout():
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+        return sorted(pathlib.Path(p.decode()) for p in out.split(b"\0") if p)
+    skip = ("build", ".git", "__pycache__")
+    return sorted(p.relative_to(ROOT) for p in ROOT.rglob("*")
+                  if p.is_file() and not any(part.startswith(skip) for part in p.relative_to(ROOT).parts)
+                  and p.suffix != ".so")
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    """lazuli-<version>.tar.gz: the sources, PKG-INFO, and a REVISION file naming the commit they
+    came from (cmake/write_build_revision.cmake reads it where there is no git)."""
+    import io
+    import tarfile
+    base = f"{NAME}-{VERSION}"
+    name = f"{base}.tar.gz"
+    files = [f for f in _source_files() if f.as_posix() != "REVISION"]
+    if (ROOT / "REVISION").exists():
+        revision = (ROOT / "REVISION").read_text().strip()
+    elif _own_git_checkout():
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        revision = f"g{commit}"
+    else:
+        revision = ""  # the sources' hash, computed at build time
+    with tarfile.open(pathlib.Path(sdist_directory) / name, "w:gz", format=tarfile.PAX_FORMAT) as tf:
+        def add_bytes(arc, data, mode=0o644):
+            info = tarfile.TarInfo(f"{base}/{arc}")
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tf.addfile(info, io.BytesIO(data))
+        for f in files:
+            p = ROOT / f
+            if p.is_file():
+                add_bytes(f.as_posix(), p.read_bytes(), 0o755 if os.access(p, os.X_OK) else 0o644)
+        add_bytes("PKG-INFO", _metadata())
+        if revision:
+            add_bytes("REVISION", (revision + "\n").encode())
+    return name
+
+
+# ---- editable install (PEP 660) ------------------------------------------------------------------
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    """`pip install -e .`: builds the extension in the checkout, as scripts/setup.sh does (into
+    build/, reused when configured; the extension lands in python/lazuli/), and writes a wheel
+    whose one file is a .pth putting python/ on sys.path: edits to the Python sources take effect
+    at the next import, C++ edits after `cmake --build build`."""
+    build = ROOT / "build"
+    site = _torch_site()
+    if not (build / "CMakeCache.txt").exists():
+        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
+                               "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
+                               f"-DLAZULI_TORCH_SITE={site}", f"-Dpybind11_DIR={_pybind11_dir()}",
+                               f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
+    targets = ["_C"] + (["lazuli_device"] if site else [])
+    subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
+    pth = (str(ROOT / "python") + "\n").encode()
+    return _zip_wheel(wheel_directory, [(f"_{NAME}_editable.pth", pth)])
