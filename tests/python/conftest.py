@@ -19,6 +19,16 @@ if importlib.util.find_spec("torch") is None:
     collect_ignore_glob = ["torch_frontend/*"]
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """For torch.compile tests (`pytestmark = pytest.mark.usefixtures("fresh_dynamo")`): dynamo's
+    caches, guards and compiled frames emptied before and after each test."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 def counter(name):
     """The current value of a lazuli debug counter (0 when never bumped)."""
     return lz.debug.counter_value(name)

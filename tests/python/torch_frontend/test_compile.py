@@ -20,11 +20,7 @@ BACKEND = lzt.backend
 counter = lz.debug.counter_value  # counters start at 0 in every test (tests/python/conftest.py)
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def mlp(seed=0):

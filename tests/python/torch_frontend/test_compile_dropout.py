@@ -15,11 +15,7 @@ from model_checks import compile_marks, fallback_ops
 counter = lz.debug.counter_value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def _step(model):

@@ -18,11 +18,7 @@ import lazuli.torch as lzt
 counter = lz.debug.counter_value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def test_symint_argument_keys_the_calls_a_repeated_value_replays():

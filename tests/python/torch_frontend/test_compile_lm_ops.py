@@ -9,11 +9,7 @@ import lazuli.torch as lzt
 from model_checks import fallback_ops
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def _agree(fn, *args):

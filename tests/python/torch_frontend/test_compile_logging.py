@@ -16,11 +16,7 @@ BACKEND = lzt.backend
 counter = lz.debug.counter_value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 @pytest.fixture

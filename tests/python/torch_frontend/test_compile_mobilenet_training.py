@@ -18,11 +18,7 @@ from model_checks import STRUCTURAL_ZERO, compile_marks, fallback_ops
 torchvision = pytest.importorskip("torchvision")
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def _mobilenet():

@@ -17,11 +17,7 @@ torchvision = pytest.importorskip("torchvision")
 counter = lz.debug.counter_value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def test_resnet18_inference_matches_eager_and_second_call_traces_nothing():

@@ -17,11 +17,7 @@ transformers = pytest.importorskip("transformers")
 VOCAB, SEQ = 100, 16
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def _gpt2(dropout=0.0):

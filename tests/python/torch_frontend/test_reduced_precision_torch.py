@@ -11,11 +11,7 @@ import lazuli.torch as lzt
 counter = lz.debug.counter_value
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def fallbacks():
