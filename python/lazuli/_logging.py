@@ -1,8 +1,9 @@
 """Lazuli's Python log lines, through the standard `logging` module (docs/debugging.md).
 
 Loggers: ``lazuli`` and its children (``lazuli.torch`` for the torch.compile bridge). Levels:
-INFO for what LAZULI_DEBUG=1 shows (a graph compiled, a partition traced, a fallback), DEBUG for
-the detail LAZULI_DEBUG=2 adds (every input of a traced partition). WARNING and above always
+INFO for what LAZULI_DEBUG=1 shows (a graph compiled, a partition traced, a fallback); where the
+DEBUG level is on (LAZULI_DEBUG=2, TORCH_LOGS="+lazuli", or the program's own setting) those
+records carry their detail whole (every input of a traced partition). WARNING and above always
 reach Python's default handling.
 
 Where lines go:
@@ -55,24 +56,26 @@ class _DebugHandler(logging.Handler):
 _root = logging.getLogger("lazuli")
 _handler = _DebugHandler()
 _installed_for = None  # the debug level the handler was installed for, or None
+_saved = None          # the logger's level and propagate before the handler came, restored after
 
 
 def _sync_with_debug_level():
     """Installs or removes Lazuli's handler to follow the debug level."""
-    global _installed_for
+    global _installed_for, _saved
     debug = _debug_level()
     if debug == (_installed_for or 0):
         return
     if debug > 0:
         if _installed_for is None:
+            _saved = (_root.level, _root.propagate)
             _root.addHandler(_handler)
             _root.propagate = False
         _root.setLevel(level_for(debug))
         _installed_for = debug
     elif _installed_for is not None:
         _root.removeHandler(_handler)
-        _root.propagate = True
-        _root.setLevel(logging.NOTSET)
+        _root.setLevel(_saved[0])
+        _root.propagate = _saved[1]
         _installed_for = None
 
 

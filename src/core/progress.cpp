@@ -45,13 +45,15 @@ Progress::~Progress() {
   }
 }
 
-void Progress::step(bool worked) {
-  const size_t done = done_.fetch_add(1) + 1;
-  if (worked) worked_.fetch_add(1);
+void Progress::step(Outcome outcome) {
+  const size_t ended = ended_.fetch_add(1) + 1;
+  if (outcome != Outcome::NotDone) done_.fetch_add(1);
+  if (outcome == Outcome::Worked) worked_.fetch_add(1);
+  const size_t done = done_.load();
   if (after_ms_ < 0 || worked_.load() == 0) return;
   const auto now = Clock::now();
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count();
-  if (elapsed < after_ms_ || done >= total_) return;
+  if (elapsed < after_ms_ || ended >= total_) return;
   std::unique_lock<std::mutex> l(mu_, std::try_to_lock);  // a busy reporter: skip this one
   if (!l.owns_lock()) return;
   if (reported_ && (!bar_ || now - last_draw_ < std::chrono::milliseconds(100))) return;

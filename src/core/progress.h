@@ -23,9 +23,11 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // One more done; `worked`: it was real work (a kernel compiled, not loaded from the cache).
-  // Nothing is reported before some real work was done: a warm cache stays silent.
-  void step(bool worked);
+  // How one step ended: real work (a kernel compiled), a cheap one (loaded from the cache), or
+  // not done (skipped after an interrupt, or failed). Nothing is reported before some real work
+  // was done: a warm cache stays silent.
+  enum class Outcome { Worked, Cheap, NotDone };
+  void step(Outcome outcome);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -36,8 +38,9 @@ class Progress {
   const Clock::time_point start_;
   const int64_t after_ms_;
   const bool bar_;  // a terminal: redraw one line
-  std::atomic<size_t> done_{0};
-  std::atomic<size_t> worked_{0};
+  std::atomic<size_t> done_{0};    // Worked or Cheap
+  std::atomic<size_t> worked_{0};  // Worked
+  std::atomic<size_t> ended_{0};   // every outcome
   std::mutex mu_;  // guards the fields below and the output
   bool reported_ = false;
   Clock::time_point last_draw_{};

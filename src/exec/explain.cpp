@@ -434,7 +434,7 @@ Explanation explain_and_remember(GraphKeyInfo info) {
         e.text += "; the closest earlier graph, compiled at " + site_name(best->call_site) +
                   ", differs in: " + join(differences(info, *best));
       }
-    } else if (best) {  // compiled here before, but its keys were dropped from the history
+    } else if (best && comparable) {  // compiled here before, but its keys were dropped
       std::vector<Explanation> diffs = differences(info, *best);
       e = {diffs[0].cause, "the closest earlier graph, compiled at " + site_name(best->call_site) +
                                ", differs in: " + join(diffs)};

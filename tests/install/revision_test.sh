@@ -14,9 +14,13 @@ revision() {  # revision DIR: the revision the script writes for the tree at DIR
   sed -n 's/^#define LAZULI_BUILD_REVISION "\(.*\)"$/\1/p' "$TMP/out.h"
   rm -f "$TMP/out.h"
 }
-copy() {  # copy DEST: Lazuli's tracked sources at DEST
+copy() {  # copy DEST: Lazuli's sources at DEST (git's tracked files, or the tree's in an sdist)
   mkdir -p "$1"
-  (cd "$SOURCE" && git ls-files -z src include CMakeLists.txt cmake | xargs -0 cp --parents -t "$1")
+  if git -C "$SOURCE" ls-files --error-unmatch CMakeLists.txt >/dev/null 2>&1; then
+    (cd "$SOURCE" && git ls-files -z src include CMakeLists.txt cmake | xargs -0 cp --parents -t "$1")
+  else
+    cp -r "$SOURCE/src" "$SOURCE/include" "$SOURCE/cmake" "$SOURCE/CMakeLists.txt" "$1"
+  fi
 }
 
 if git -C "$SOURCE" rev-parse --show-toplevel >/dev/null 2>&1 &&

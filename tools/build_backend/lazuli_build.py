@@ -111,7 +111,7 @@ def _entry_points():
 def _metadata():
     extra = "".join(f'Requires-Dist: {r}; extra == "torch"\n' for r in _torch_extra())
     return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
-            f"Summary: A lazy tensor runtime\nRequires-Python: >=3.9\n"
+            f"Summary: A lazy tensor runtime\nRequires-Python: >=3.11\n"
             f"Requires-Dist: numpy>=1.24\nProvides-Extra: torch\n"
             f"{extra}").encode()
 
@@ -186,10 +186,15 @@ def _source_files():
     if _own_git_checkout():
         out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
         return sorted(pathlib.Path(p.decode()) for p in out.split(b"\0") if p)
-    skip = ("build", ".git", "__pycache__")
-    return sorted(p.relative_to(ROOT) for p in ROOT.rglob("*")
-                  if p.is_file() and not any(part.startswith(skip) for part in p.relative_to(ROOT).parts)
-                  and p.suffix != ".so")
+    def wanted(rel):
+        parts = rel.parts
+        if parts[0] in ("build", "PKG-INFO") or parts[0].startswith("build-"):  # build outputs
+            return False
+        if any(p in (".git", "__pycache__", ".pytest_cache", ".venv") for p in parts):
+            return False
+        return ".so" not in rel.suffixes  # built extensions and libraries (liblazuli.so.0.1.0)
+    return sorted(rel for rel in (p.relative_to(ROOT) for p in ROOT.rglob("*") if p.is_file())
+                  if wanted(rel))
 
 
 def build_sdist(sdist_directory, config_settings=None):
@@ -232,11 +237,12 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     at the next import, C++ edits after `cmake --build build`."""
     build = ROOT / "build"
     site = _torch_site()
-    if not (build / "CMakeCache.txt").exists():
-        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
-                               "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
-                               f"-DLAZULI_TORCH_SITE={site}", f"-Dpybind11_DIR={_pybind11_dir()}",
-                               f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
+    cache = build / "CMakeCache.txt"
+    # build/ is scripts/setup.sh's: configured there with pybind11 and torch from their lasting
+    # places (pip's isolated build environment, and its pybind11, is deleted after the install).
+    if not cache.exists() or "LAZULI_BUILD_PYTHON:BOOL=ON" not in cache.read_text():
+        raise RuntimeError("pip install -e . builds into build/, which scripts/setup.sh configures "
+                           "(with the Python extension); run `bash scripts/setup.sh` first")
     targets = ["_C"] + (["lazuli_device"] if site else [])
     subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
     pth = (str(ROOT / "python") + "\n").encode()

@@ -437,7 +437,7 @@ class LazuliPartition(torch.nn.Module):
                           if isinstance(a, torch.Tensor) else repr(a) for a in args]
                 what = f"program {program.hash}" if program is not None else "no program (outputs are inputs)"
                 _log(f"traced {self.name}: {len(shapes)} input(s) "
-                     f"({_logging.summarize(shapes, detail=_debug_level() >= 2)}): {what}")
+                     f"({_logging.summarize(shapes, detail=_LOGGER.isEnabledFor(logging.DEBUG))}): {what}")
         except Exception as e:  # noqa: BLE001  (any lowering error: this partition falls back)
             self._refuse(e)
             return None

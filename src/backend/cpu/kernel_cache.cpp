@@ -299,10 +299,10 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
   Progress progress("kernels", missing.size());  // a long compile says so (core/progress.h)
   for (size_t i : missing) {
     tasks.push_back([&, i] {
-      struct Stepped {
+      struct Stepped {  // how this kernel ended, for the progress report
         Progress& p;
-        bool compiled = false;
-        ~Stepped() { p.step(compiled); }
+        Progress::Outcome outcome = Progress::Outcome::NotDone;  // skipped, or failed
+        ~Stepped() { p.step(outcome); }
       } stepped{progress};
       if (stop.load(std::memory_order_relaxed) ||
           (std::this_thread::get_id() == caller && interrupt.poll())) {
@@ -317,7 +317,10 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
         auto accept = [&](const std::string& obj) {
           return (out[i] = link_cached(keys[i], obj, k.name, marker)) != nullptr;
         };
-        if (disk.load(keys[i], accept)) return;
+        if (disk.load(keys[i], accept)) {
+          stepped.outcome = Progress::Outcome::Cheap;
+          return;
+        }
         std::string ir;
         std::string obj;
         try {
@@ -327,8 +330,8 @@ std::vector<std::shared_ptr<LoadedKernel>> obtain_kernels(const std::vector<Plan
                       "; its LLVM IR is saved in " + save_ir(k.name, ir));
         }
         get_counter("KernelCompile")->add();
-        stepped.compiled = true;
         out[i] = link(keys[i], obj, k.name);
+        stepped.outcome = Progress::Outcome::Worked;
         disk.store(keys[i], obj);
       } catch (...) {
         errors[i] = std::current_exception();
