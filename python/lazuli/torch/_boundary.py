@@ -19,6 +19,19 @@ from ._aten import TORCH_TO_LZ
 _CODE = {k: int(v) for k, v in TORCH_TO_LZ.items()}
 
 
+_TORCH_FRAMES_ARE_LIBRARY = False
+
+
+def torch_frames_are_library():
+    """Call sites and debug output name the user's lines: from now on, frames in torch (dynamo,
+    aot_autograd, nn.Module's call, a device op's dispatch) and FX's generated code are skipped.
+    Called by the bridge's first use and by the device's registration; the second call is free."""
+    global _TORCH_FRAMES_ARE_LIBRARY
+    if not _TORCH_FRAMES_ARE_LIBRARY:
+        _C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+        _TORCH_FRAMES_ARE_LIBRARY = True
+
+
 def check_numpy_interop():
     """Raises ImportError where Lazuli's extension and the numpy imported here disagree on an
     array's layout. The boundary hands buffers over as numpy arrays; an extension built with a

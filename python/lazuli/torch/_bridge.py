@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-import os
 import traceback
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
@@ -44,7 +43,7 @@ from lazuli import _C
 from lazuli import _logging
 
 from . import _aten as _table
-from ._boundary import LentIds, layout_of, to_lazuli, to_torch
+from ._boundary import LentIds, layout_of, to_lazuli, to_torch, torch_frames_are_library
 
 _GRAPH_IDS = iter(range(1 << 62))
 _LENT_IDS = LentIds()  # the parameters of partitions compiled with keep_weight_layouts
@@ -54,28 +53,12 @@ def _count(name, n=1):
     _C._bump_counter(name, n)
 
 
-def _debug_level():
-    return lz.debug._get_config("debug")
-
-
 _LOGGER = _logging.get_logger("lazuli.torch")
 
 
 def _log(text, level=logging.INFO):
     """One line of the bridge's debug output (lazuli/_logging.py: LAZULI_DEBUG, TORCH_LOGS)."""
     _logging.log(_LOGGER, level, text)
-
-
-_TORCH_FRAMES_ARE_LIBRARY = False
-
-
-def _torch_frames_are_library():
-    """Call sites and debug output name the user's lines: frames in torch (dynamo, aot_autograd,
-    nn.Module's call) and FX's generated code are skipped, as the lazy device does."""
-    global _TORCH_FRAMES_ARE_LIBRARY
-    if not _TORCH_FRAMES_ARE_LIBRARY:
-        _C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
-        _TORCH_FRAMES_ARE_LIBRARY = True
 
 
 def user_line(node: torch.fx.Node) -> str:
@@ -600,7 +583,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options=None, mode=None, *
         raise TypeError(f"lazuli backend: unknown arguments {sorted(kwargs)} (it takes options= "
                         "and mode=)")
     _accept_mode(mode)
-    _torch_frames_are_library()
+    torch_frames_are_library()
     opts = dict(_OPTIONS)
     for k, v in (options or {}).items():
         if k not in _OPTIONS:

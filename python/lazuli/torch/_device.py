@@ -141,7 +141,8 @@ def _register():
     torch._C._set_view_replay_enabled(True)
     _check_autograd_engine()
     # A device op's cut or fallback names the user's line, not torch's module code.
-    lz._C._add_library_dir(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    from ._boundary import torch_frames_are_library
+    torch_frames_are_library()
     # Not set here: torch.__future__.set_swap_module_params_on_conversion, which would keep
     # Parameter objects (and so tied weights) across model.to("lazuli"), is process-wide and
     # makes load_state_dict fail on any parameter something holds a weak reference to (compiled
