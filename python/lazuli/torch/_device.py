@@ -13,6 +13,7 @@ torch.compile backend never does it.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -140,6 +141,7 @@ def _register():
     # (a lazy value has no strided memory for as_strided to address).
     torch._C._set_view_replay_enabled(True)
     _check_autograd_engine()
+    atexit.register(_drain_autograd_worker)
     # A device op's cut or fallback names the user's line, not torch's module code.
     from ._boundary import torch_frames_are_library
     torch_frames_are_library()
@@ -150,13 +152,24 @@ def _register():
     # weights after the move (transformers: model.tie_weights()) and build optimizers after it.
 
 
+def _device_backward():
+    """One small backward on the device, through the autograd engine itself rather than
+    ``Tensor.backward``: PyTorch's wrapper (torch/autograd/graph.py) stashes a Python object (a
+    contextvars.Context) in the thread-local state every graph task copies, and the engine's device
+    thread may drop the task's last reference after the caller has moved on, taking the GIL to do
+    it. This one carries no Python object, so finishing it needs no GIL."""
+    x = torch.zeros((), device=NAME, requires_grad=True)
+    y = x * 2
+    torch.autograd.Variable._execution_engine.run_backward(
+        (y,), (torch.ones_like(y),), False, False, (), True, True)
+
+
 def _check_autograd_engine():
     """PyTorch's autograd engine sizes its per-device queues once, at the process's first backward
     pass, from the devices registered then: after a CPU backward the device's gradients would hit
     an internal assertion. Found now, with what to do, by one backward on the device."""
-    x = torch.zeros((), device=NAME, requires_grad=True)
     try:
-        (x * 2).backward()
+        _device_backward()
     except RuntimeError as e:
         if "device_ready_queues_" not in str(e):
             raise
@@ -164,6 +177,20 @@ def _check_autograd_engine():
             "lazuli: the lazy device was registered after this process's first backward pass, so "
             "PyTorch's autograd engine has no queue for it and cannot run its gradients. Call "
             "lazuli.torch.device() before any backward (at the start of the program).") from None
+
+
+def _drain_autograd_worker():
+    """At exit (Python's atexit, before the interpreter starts finalizing): the engine's device
+    thread may still be dropping the last user backward's graph task, waiting for the GIL to
+    release the Python object PyTorch stashed in it. Given the GIL only once the interpreter is
+    finalizing, that thread exits through a C++ frame that cannot unwind and the process aborts
+    ("terminate called without an active exception"), under load about one exit in ten right
+    after a backward. The device thread runs its tasks in order: once a backward queued now has
+    run, the earlier task is gone; this one holds no Python object."""
+    try:
+        _device_backward()
+    except BaseException:  # noqa: BLE001 - at exit nothing is left to report to
+        pass
 
 
 def tensor_state(t: torch.Tensor) -> str:

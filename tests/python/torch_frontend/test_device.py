@@ -359,6 +359,24 @@ def test_registering_after_a_backward_pass_says_to_register_first():
     assert "before any backward" in out.stdout, out.stdout + out.stderr
 
 
+def test_the_exit_drain_leaves_the_autograd_thread_holding_no_python_object(monkeypatch):
+    # Tensor.backward stashes a contextvars.Context in the graph task; the engine's device thread
+    # may drop it after backward() returned, needing the GIL, and aborts the process if it gets
+    # the GIL only while the interpreter finalizes. The exit hook makes that drop happen first.
+    import contextvars
+    import torch.autograd.graph as graph
+
+    stashed = contextvars.copy_context()
+    monkeypatch.setattr(graph.contextvars, "copy_context", lambda: stashed)
+    before = sys.getrefcount(stashed)
+    x = torch.ones(3).to(DEV).requires_grad_()
+    (x * 2).sum().backward()
+    from lazuli.torch._device import _drain_autograd_worker
+    _drain_autograd_worker()
+    assert sys.getrefcount(stashed) == before  # nothing in the engine holds it any more
+    torch.testing.assert_close(x.grad.cpu(), torch.full((3,), 2.0))
+
+
 def test_a_tensor_kept_alive_joins_the_step_barrier_and_closures_run_after_it():
     x = torch.randn(4, 4).to(DEV)
     kept = (x @ x).relu()  # never read: the barrier computes it with everything else pending
