@@ -20,6 +20,7 @@ logged() {  # logged LOG COMMAND...: runs COMMAND, appending to LOG; on failure 
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config   # toolchain: C++20 compiler, CMake + Ninja
+  ccache                                           # rebuilds of unchanged sources (the sdist's wheel in CI)
   libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
@@ -29,6 +30,7 @@ PACKAGES=(
   llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
   python3-dev                                      # the Python extension lazuli._C (pybind11: py-tools.sh)
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
+  python3-pytest-xdist                             # the PyTorch front end's tests, a process per core
   python3-sklearn python3-tqdm                     # examples/train_digits.py: digits data set, progress bar
 )
 

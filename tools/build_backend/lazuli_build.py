@@ -125,6 +125,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     kept = os.environ.get("LAZULI_WHEEL_BUILD_DIR")
     if kept:
         return _write_wheel(wheel_directory, _build_extension(pathlib.Path(kept).resolve()))
+    if (ROOT / "PKG-INFO").exists() and not _own_git_checkout():
+        # An unpacked sdist (pip's own copy): built in its build/, where the objects' paths relative
+        # to the sources are those of scripts/setup.sh's build, so ccache (CMakeLists.txt) reuses
+        # what an earlier build of the same sources compiled.
+        return _write_wheel(wheel_directory, _build_extension(ROOT / "build"))
     with tempfile.TemporaryDirectory(prefix="lazuli-wheel-build-") as build:
         return _write_wheel(wheel_directory, _build_extension(pathlib.Path(build)))
 
