@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets up everything (system packages, build) and runs every test:
 #   1. the C++ tests (GoogleTest under ctest) on a Release build;
-#   2. the Python tests (pytest) against the package built by `pip wheel .` and installed, under
-#      numpy 1 (Debian's) and numpy 2 (requirements-build.txt), the PyTorch
+#   2. the Python tests (pytest) against the package built from an sdist by `pip wheel` and
+#      installed, under numpy 1 (Debian's) and numpy 2 (requirements-build.txt), the PyTorch
 #      bridge's tests included (the pinned torch: scripts/torch-venv.sh, installed once per machine);
 #   3. the C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrency
 #      tests under ThreadSanitizer (skip both with LAZULI_SKIP_SANITIZERS=1 for a quick local run).
@@ -33,18 +33,19 @@ if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
 fi
 # The sdist comes from the build backend's own hook (what `python -m build --sdist` calls); the
 # wheel is built from that sdist, so every run is a round trip (the sdist carries what a build
-# needs, and its REVISION file names this commit). The wheel is built by scripts/py-tools.sh's
-# environment, with its pybind11 (the one setup.sh's build used) and no build isolation: the
-# objects are setup.sh's, from ccache, and only the links are done again (pip's isolated build is
-# what the editable install below exercises). The wheel is built once and installed into both test
+# needs, and its REVISION file names this commit). pip builds it as a user's `pip install` does,
+# in an isolated environment whose build requirement (pybind11) comes from the wheels
+# scripts/py-tools.sh keeps: nothing is fetched. ccache hands it the objects setup.sh's build
+# compiled from the same sources, except the bindings' (pybind11's headers are in pip's temporary
+# environment, a new path each time). The wheel is built once and installed into both test
 # environments (numpy 1 and 2).
 PY_TOOLS=$(bash scripts/py-tools.sh)
 SDIST_DIR=$(mktemp -d) WHEEL_DIR=$(mktemp -d)
 STAMP=$(mktemp) TREE_BEFORE=$(git status --porcelain --ignored 2>&1 || true)
 SDIST=$SDIST_DIR/$(PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c 'import sys; sys.path.insert(0, "tools/build_backend"); import lazuli_build; print(lazuli_build.build_sdist(sys.argv[1]))' "$SDIST_DIR")
 command -v ccache >/dev/null && ccache --zero-stats >/dev/null
-LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$PY_TOOLS/venv/bin/pip" wheel --no-index \
-  --quiet --no-build-isolation --no-deps -w "$WHEEL_DIR" "$SDIST"
+LAZULI_TORCH_SITE="$TORCH_SITE" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/pip" wheel --no-index --quiet \
+  --find-links "$PY_TOOLS/wheels" --no-deps -w "$WHEEL_DIR" "$SDIST"
 if command -v ccache >/dev/null; then
   echo "the wheel's build, ccache: $(ccache --print-stats | awk -F'\t' '$1 ~ /^(direct|preprocessed)_cache_hit$/ {h += $2}
     $1 == "cache_miss" {m += $2} END {print h + 0 " compiles reused, " m + 0 " done"}')"
@@ -93,7 +94,8 @@ if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   # OpInfo files' 17,000 small cases in one process, where xdist's per-test cost would triple them.
   TF="$PWD/tests/python/torch_frontend"
   OPINFO=("$TF/test_opinfo.py" "$TF/test_device_opinfo.py")
-  (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$JOBS" "$TF" \
+  # At most 4: each process has its own Lazuli pool and PyTorch threads, and its own memory.
+  (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n $((JOBS < 4 ? JOBS : 4)) "$TF" \
      "${OPINFO[@]/#/--ignore=}")
   (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${OPINFO[@]}")
 fi

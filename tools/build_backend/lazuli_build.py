@@ -4,8 +4,9 @@ build_wheel configures and builds the `_C` extension (and, where PyTorch is foun
 PyTorch device: `_torch_site`) with CMake and Ninja outside the source tree
 (in a temporary directory removed afterwards, or in $LAZULI_WHEEL_BUILD_DIR, kept and reused, for
 fast repeated installs), then writes a wheel holding python/lazuli's modules and the extension
-built there. Nothing is written into the source tree. Run scripts/setup.sh first on a fresh
-machine: it installs the compilers and libraries with apt-get.
+built there. Nothing is written into a checkout; an unpacked sdist (pip's own copy) is built in
+its build-wheel/. Run scripts/setup.sh first on a fresh machine: it installs the compilers and
+libraries with apt-get.
 """
 import base64
 import hashlib
@@ -126,10 +127,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     if kept:
         return _write_wheel(wheel_directory, _build_extension(pathlib.Path(kept).resolve()))
     if (ROOT / "PKG-INFO").exists() and not _own_git_checkout():
-        # An unpacked sdist (pip's own copy): built in its build/, where the objects' paths relative
-        # to the sources are those of scripts/setup.sh's build, so ccache (CMakeLists.txt) reuses
-        # what an earlier build of the same sources compiled.
-        return _write_wheel(wheel_directory, _build_extension(ROOT / "build"))
+        # An unpacked sdist (pip's own copy): built in its build-wheel/, where the sources' paths
+        # relative to the build are those of scripts/setup.sh's build/, so ccache (CMakeLists.txt)
+        # reuses what an earlier build of the same sources compiled. Not build/: that is
+        # setup.sh's, should someone run it in an unpacked sdist.
+        return _write_wheel(wheel_directory, _build_extension(ROOT / "build-wheel"))
     with tempfile.TemporaryDirectory(prefix="lazuli-wheel-build-") as build:
         return _write_wheel(wheel_directory, _build_extension(pathlib.Path(build)))
 

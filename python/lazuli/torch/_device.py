@@ -24,6 +24,7 @@ import lazuli as lz
 
 _LOCK = threading.Lock()
 _REGISTERED = False
+_REGISTERED_PID = None  # the process that registered the device (not a forked child)
 NAME = "lazuli"
 
 
@@ -141,6 +142,8 @@ def _register():
     # (a lazy value has no strided memory for as_strided to address).
     torch._C._set_view_replay_enabled(True)
     _check_autograd_engine()
+    global _REGISTERED_PID
+    _REGISTERED_PID = os.getpid()
     atexit.register(_drain_autograd_worker)
     # A device op's cut or fallback names the user's line, not torch's module code.
     from ._boundary import torch_frames_are_library
@@ -158,10 +161,11 @@ def _device_backward():
     contextvars.Context) in the thread-local state every graph task copies, and the engine's device
     thread may drop the task's last reference after the caller has moved on, taking the GIL to do
     it. This one carries no Python object, so finishing it needs no GIL."""
-    x = torch.zeros((), device=NAME, requires_grad=True)
-    y = x * 2
-    torch.autograd.Variable._execution_engine.run_backward(
-        (y,), (torch.ones_like(y),), False, False, (), True, True)
+    with torch.inference_mode(False), torch.enable_grad():  # whatever mode the caller is in
+        x = torch.zeros((), device=NAME, requires_grad=True)
+        y = x * 2
+        torch.autograd.Variable._execution_engine.run_backward(
+            (y,), (torch.ones_like(y),), False, False, (), True, True)
 
 
 def _check_autograd_engine():
@@ -186,7 +190,10 @@ def _drain_autograd_worker():
     finalizing, that thread exits through a C++ frame that cannot unwind and the process aborts
     ("terminate called without an active exception"), under load about one exit in ten right
     after a backward. The device thread runs its tasks in order: once a backward queued now has
-    run, the earlier task is gone; this one holds no Python object."""
+    run, the earlier task is gone; this one holds no Python object. Not in a forked child: its
+    engine has no device thread of its own until a backward starts one."""
+    if os.getpid() != _REGISTERED_PID:
+        return
     try:
         _device_backward()
     except BaseException:  # noqa: BLE001 - at exit nothing is left to report to
