@@ -2,8 +2,9 @@
 # Sets up everything (system packages, build) and runs every test:
 #   1. the C++ tests (GoogleTest under ctest) on a Release build;
 #   2. the Python tests (pytest) against the package built from an sdist by `pip wheel` and
-#      installed, under numpy 1 (Debian's) and numpy 2 (requirements-build.txt), the PyTorch
-#      bridge's tests included (the pinned torch: scripts/torch-venv.sh, installed once per machine);
+#      installed, under numpy 1 (Debian's), and under numpy 2 (requirements-build.txt) against the
+#      portable wheel with Debian's libraries hidden; the PyTorch bridge's tests (the pinned torch:
+#      scripts/torch-venv.sh, installed once per machine);
 #   3. the C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the concurrency
 #      tests under ThreadSanitizer (skip both with LAZULI_SKIP_SANITIZERS=1 for a quick local run).
 set -euo pipefail
@@ -58,6 +59,10 @@ fi
 tar -xOzf "$SDIST" "$(basename "$SDIST" .tar.gz)/REVISION" | grep -qx "g$(git rev-parse --short=12 HEAD)" ||
   { echo "the sdist's REVISION does not name this commit" >&2; exit 1; }
 WHEEL=$(ls "$WHEEL_DIR"/lazuli-*.whl)
+# The portable wheel: the same wheel with the libraries it links from Debian's packages copied in
+# by auditwheel (tools/portable_wheel.py), tagged manylinux. The numpy 2 tests run against it below.
+PORTABLE=$("$PY_TOOLS/venv/bin/python" tools/portable_wheel.py repair "$WHEEL" "$(mktemp -d)")
+echo "portable wheel: $(basename "$PORTABLE"), $(($(stat -c %s "$PORTABLE") / 1048576)) MiB"
 # pip install -e .: builds into build/ (done above: nothing to compile) and puts python/ on the
 # path, so the checkout's sources are what imports.
 EDITABLE=$(mktemp -d)/venv
@@ -79,14 +84,25 @@ fi
 stage "Python tests (pytest against the installed package)"
 (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
    --ignore="$OLDPWD/tests/python/torch_frontend" "$OLDPWD/tests/python")
-# The same tests under numpy 2 (requirements-build.txt), in a venv that sees no Debian package;
-# the kernels compiled above are in the persistent cache, so this run compiles almost nothing.
-stage "Python tests under numpy 2"
+# The same tests under numpy 2 (requirements-build.txt), in a venv that sees no Debian package,
+# against the portable wheel, where the libraries Debian's packages gave the build (oneDNN, xxHash,
+# libgomp, LLVM, ...) are hidden as on a machine without them (tools/portable_wheel.py hide: a
+# private mount namespace covers each with an empty file). The kernels compiled above are in the
+# persistent cache, and keyed to the code generator's build ID, which auditwheel's edits keep:
+# this run compiles almost nothing.
+stage "Python tests under numpy 2, on the portable wheel with Debian's libraries hidden"
 NP2=$(mktemp -d)/venv
 /usr/bin/python3 -m venv "$NP2"
-"$NP2/bin/pip" install --no-index --quiet --find-links "$PY_TOOLS/wheels" -r requirements-build.txt "$WHEEL"
+"$NP2/bin/pip" install --no-index --quiet --find-links "$PY_TOOLS/wheels" -r requirements-build.txt "$PORTABLE"
 "$NP2/bin/python" -c 'import numpy; print("numpy", numpy.__version__)'
-(cd "$(mktemp -d)" && "$NP2/bin/python" -m pytest -q -p no:cacheprovider \
+HIDDEN=("$PY_TOOLS/venv/bin/python" "$PWD/tools/portable_wheel.py" hide --wheel "$PORTABLE"
+        --from "$PWD/build/liblazuli.so" "$PWD/build/liblazuli_jit.so" --)
+# The hiding takes: the from-source build, linked to those libraries, cannot load there.
+if "${HIDDEN[@]}" /usr/bin/python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$PWD/build/liblazuli.so" 2>/dev/null; then
+  echo "the libraries were not hidden: the from-source liblazuli.so loaded" >&2
+  exit 1
+fi
+(cd "$(mktemp -d)" && "${HIDDEN[@]}" "$NP2/bin/python" -m pytest -q -p no:cacheprovider \
    --ignore="$OLDPWD/tests/python/torch_frontend" "$OLDPWD/tests/python")
 if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   stage "Python tests of the PyTorch front end"
@@ -98,6 +114,12 @@ if [ "${LAZULI_SKIP_TORCH:-0}" != "1" ]; then
   (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n $((JOBS < 4 ? JOBS : 4)) "$TF" \
      "${OPINFO[@]/#/--ignore=}")
   (cd "$(mktemp -d)" && "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${OPINFO[@]}")
+  # The portable wheel beside PyTorch, Debian's libraries hidden: the lazy device and torch.compile.
+  PT_PORTABLE=$(mktemp -d)/venv
+  /usr/bin/python3 -m venv --system-site-packages "$PT_PORTABLE"
+  "$PT_PORTABLE/bin/pip" install --no-index --quiet "$PORTABLE"
+  "$PT_PORTABLE/bin/python" -c 'import sysconfig, sys; open(sysconfig.get_paths()["purelib"] + "/lazuli-torch.pth", "w").write(sys.argv[1] + "\n")' "$TORCH_SITE"
+  (cd "$(mktemp -d)" && "${HIDDEN[@]}" "$PT_PORTABLE/bin/python" "$OLDPWD/tests/install/portable_wheel_torch.py")
 fi
 
 if [ "${LAZULI_SKIP_SANITIZERS:-0}" != "1" ]; then

@@ -81,6 +81,8 @@ def _build_extension(build):
                            "-DCMAKE_BUILD_TYPE=Release", "-DLAZULI_BUILD_PYTHON=ON",
                            "-DLAZULI_BUILD_TESTS=OFF", "-DLAZULI_BUILD_BENCH=OFF",
                            "-DLAZULI_BUILD_EXAMPLES=OFF", f"-DLAZULI_PYTHON_OUTPUT_DIR={out}",
+                           # LLVM inside liblazuli_jit.so: no libLLVM where the wheel goes.
+                           "-DLAZULI_LLVM_STATIC=ON",
                            f"-DLAZULI_TORCH_SITE={site}", f"-Dpybind11_DIR={_pybind11_dir()}",
                            f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
     targets = ["_C"] + (["lazuli_device"] if site else [])

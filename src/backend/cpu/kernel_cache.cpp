@@ -1,12 +1,14 @@
 #include "backend/cpu/kernel_cache.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -52,7 +54,47 @@ std::string jit_library_path() {
   return "liblazuli_jit.so";
 }
 
-std::string file_checksum(const std::string& path) {
+// The linker's build ID of an ELF shared library (a hash of what it linked; GNU ld writes it by
+// default), or "" where it has none or the file is unreadable. Found through the section headers:
+// a few reads, where hashing the whole file took 30 ms once LLVM is linked into it (40 MB).
+std::string elf_build_id(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!f.read(reinterpret_cast<char*>(&eh), sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum > 4096) {
+    return "";
+  }
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  f.seekg(static_cast<std::streamoff>(eh.e_shoff));
+  if (!f.read(reinterpret_cast<char*>(sh.data()), static_cast<std::streamsize>(sh.size() * sizeof(Elf64_Shdr)))) {
+    return "";
+  }
+  for (const Elf64_Shdr& s : sh) {
+    if (s.sh_type != SHT_NOTE || s.sh_size > 4096) continue;
+    std::string notes(s.sh_size, '\0');
+    f.seekg(static_cast<std::streamoff>(s.sh_offset));
+    if (!f.read(notes.data(), static_cast<std::streamsize>(notes.size()))) return "";
+    for (size_t at = 0; at + sizeof(Elf64_Nhdr) <= notes.size();) {
+      Elf64_Nhdr n{};
+      std::memcpy(&n, notes.data() + at, sizeof n);
+      size_t name_at = at + sizeof n, desc_at = name_at + ((n.n_namesz + 3) & ~size_t{3});
+      size_t next = desc_at + ((n.n_descsz + 3) & ~size_t{3});
+      if (next > notes.size()) break;
+      if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && notes.compare(name_at, 4, std::string("GNU\0", 4)) == 0) {
+        return notes.substr(desc_at, n.n_descsz);
+      }
+      at = next;
+    }
+  }
+  return "";
+}
+
+// What identifies the code generator library's code: its build ID, else a hash of its bytes.
+// (Tools that only edit its dynamic section, as auditwheel's patchelf does, keep the build ID:
+// the same code generates the same kernels.)
+std::string code_generator_identity(const std::string& path) {
+  std::string id = elf_build_id(path);
+  if (!id.empty()) return "build-id:" + id;
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -142,14 +184,14 @@ std::string cpu_identity() {
   return id;
 }
 
-// What every kernel key starts with: this library, the code generator library's bytes, the LLVM
+// What every kernel key starts with: this library, the code generator library's identity, the LLVM
 // it was built against, and the processor. Computed without loading LLVM, so a process served by
 // the disk cache never loads it.
 const Hash128& key_environment() {
   static const Hash128 h = [] {
     Hasher hh;
     hh.add_str(library_identity());
-    hh.add_str(file_checksum(jit_library_path()));
+    hh.add_str(code_generator_identity(jit_library_path()));
     hh.add_str(LAZULI_LLVM_VERSION);
     hh.add_str(cpu_identity());
     return hh.digest();
