@@ -50,9 +50,11 @@ def build_id(lib):
 
 def test_the_code_generators_build_id_keys_the_disk_cache(tmp_path):
     # A copy of the package whose liblazuli_jit.so this test edits (liblazuli.so loads the one
-    # beside it).
-    shutil.copytree(pathlib.Path(lazuli.__file__).parent, tmp_path / "pkg" / "lazuli",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    # beside it), with the libraries a portable wheel keeps beside the package (lazuli.libs).
+    package = pathlib.Path(lazuli.__file__).parent
+    shutil.copytree(package, tmp_path / "pkg" / "lazuli", ignore=shutil.ignore_patterns("__pycache__"))
+    if (package.parent / "lazuli.libs").is_dir():
+        shutil.copytree(package.parent / "lazuli.libs", tmp_path / "pkg" / "lazuli.libs")
     jit = tmp_path / "pkg" / "lazuli" / "liblazuli_jit.so"
     cache = tmp_path / "cache"
     assert run(cache, tmp_path / "pkg")[2] > 0
