@@ -17,6 +17,9 @@ install(TARGETS lazuli EXPORT lazuliTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lazuli)
 # Not exported: nothing links it, liblazuli.so loads it at the first kernel compile.
 install(TARGETS lazuli_jit LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lazuli)
+if(TARGET lazuli_mpi)  # the MPI engine, beside liblazuli.so (dist/process_group.cpp finds it there)
+  install(TARGETS lazuli_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lazuli)
+endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/lazuli DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT lazuli FILES_MATCHING PATTERN "*.h")
 

@@ -28,6 +28,7 @@ PACKAGES=(
   libdnnl-dev                                      # oneDNN sgemm: the cpu backend's matrix products
   libssl-dev                                       # HMAC-SHA256 of the persistent kernel cache's entries
   llvm-14-dev                                      # the cpu backend's code generator (IRBuilder + ORC LLJIT)
+  libopenmpi-dev openmpi-bin                       # collectives across processes (lazuli.distributed, mpirun)
   python3-dev                                      # the Python extension lazuli._C (pybind11: py-tools.sh)
   python3-numpy python3-pytest python3-venv python3-pip  # numpy interop; Python tests; pip install .
   python3-pytest-xdist                             # the PyTorch front end's tests, a process per core

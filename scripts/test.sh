@@ -17,6 +17,8 @@ RUN_START=$SECONDS
 
 stage "setup and Release build"
 bash scripts/setup.sh build
+# setup.sh installs Open MPI: the distributed tests (tests/python/test_distributed.py) must run.
+export LAZULI_REQUIRE_MPI=1
 # Compiled kernels go to a fresh persistent cache, so every run exercises compiling and reloading.
 export LAZULI_CACHE_DIR="${LAZULI_CACHE_DIR:-$(mktemp -d)/lazuli-cache}"
 stage "C++ tests (Release)"

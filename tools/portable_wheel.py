@@ -34,8 +34,10 @@ import zipfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "build_backend"))
 from lazuli_build import _record_line  # noqa: E402  (one way to write a RECORD line)
 
-# PyTorch's libraries, which the lazy device links: they come with the user's torch.
-TORCH_LIBS = ["libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so"]
+# Not copied in. PyTorch's libraries, which the lazy device links: they come with the user's
+# torch. MPI's, which the MPI engine (liblazuli_mpi.so) links: they must be the system's, the
+# ones its mpirun launches with.
+EXCLUDED = ["libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so", "libmpi.so.*"]
 # Loaded by the standard modules a Python program may import; their libraries are the
 # interpreter's own dependencies, present wherever Python runs.
 STDLIB_MODULES = ["ctypes", "zlib", "lzma", "bz2", "hashlib", "ssl", "sqlite3", "readline",
@@ -90,7 +92,7 @@ def repair(wheel, outdir):
     env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
     before = set(outdir.glob("*.whl")) if outdir.exists() else set()
     subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(outdir),
-                    *[a for lib in TORCH_LIBS for a in ("--exclude", lib)], str(wheel)],
+                    *[a for lib in EXCLUDED for a in ("--exclude", lib)], str(wheel)],
                    env=env, check=True, stdout=sys.stderr)
     (repaired,) = set(outdir.glob("*.whl")) - before
     _add_licences(repaired, origin)

@@ -5,6 +5,7 @@
 #include "lazuli/capture.h"
 #include "lazuli/debug.h"
 #include "lazuli/device.h"
+#include "lazuli/distributed.h"
 #include "lazuli/dtype.h"
 #include "lazuli/error.h"
 #include "lazuli/indexing.h"

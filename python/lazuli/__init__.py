@@ -60,6 +60,7 @@ _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 from .autograd import no_grad, enable_grad, is_grad_enabled, set_grad_enabled  # noqa: F401,E402
 from ._C import detach  # noqa: F401,E402
 from . import nn, optim  # noqa: F401,E402
+from . import distributed  # noqa: F401,E402
 from . import amp  # noqa: F401,E402  (autocast: issue 13)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: F401,E402
 

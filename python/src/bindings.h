@@ -91,6 +91,8 @@ lz::Tensor nonzero_flat(const lz::Tensor& mask);
 void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 // The ATen lowering table, into m._aten (aten_bindings.cpp).
 void bind_aten(py::module_& m);
+// lazuli._C._distributed (distributed_bindings.cpp).
+void bind_distributed(py::module_& m);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
 // A cut reason by its id ("user-sync", "torch-compile"): ValueError for an unknown id

@@ -246,6 +246,7 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_lm_ops(m, tensor_cls);
   lzpy::bind_indexing(m, tensor_cls);
   lzpy::bind_aten(m);
+  lzpy::bind_distributed(m);
   lzpy::install_compile_interrupt(m);
   lzpy::install_argument_errors(m);  // last: every function exists now
 }

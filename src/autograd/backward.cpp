@@ -10,6 +10,7 @@
 #include "autograd/grad_rules.h"
 #include "tensor/leaf_registry.h"
 #include "lazuli/autograd.h"
+#include "ops/distributed.h"
 #include "ops/frontend.h"
 
 namespace lz {
@@ -50,6 +51,10 @@ std::vector<NodePtr> requires_grad_post_order(const NodePtr& root) {
 void accumulate_grad(const std::shared_ptr<internal::TensorImpl>& leaf, Value g) {
   g = frontend::cast(std::move(g), leaf->dtype());
   if (g.shape() != leaf->shape()) g = frontend::broadcast_to(g, leaf->shape());
+  // Data parallelism: the contribution is averaged over the ranks before it accumulates (an
+  // accumulated grad is then the same on every rank, so averaging each contribution is the
+  // average of the sum).
+  if (leaf->averages_grad()) g = frontend::average_over_world(g, "backward");
   std::shared_ptr<internal::TensorImpl> cur = leaf->grad();
   if (!cur) {
     leaf->set_grad(frontend::wrap(g).impl());

@@ -48,7 +48,7 @@ struct PrintFields {
 constexpr const char *kNames[] = {"NoAttrs",     "DTypeAttrs",  "ConstantAttrs", "IotaAttrs",
                                   "RandomAttrs", "ShapeAttrs",  "PermuteAttrs",  "SliceAttrs",
                                   "DimAttrs",    "ReduceAttrs", "SortAttrs",     "ConvAttrs",
-                                  "PoolAttrs",   "ScanAttrs"};
+                                  "PoolAttrs",   "ScanAttrs",   "CollectiveAttrs"};
 static_assert(std::size(kNames) == std::variant_size_v<Attrs>, "name every attribute struct");
 
 }  // namespace

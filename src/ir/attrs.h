@@ -199,12 +199,32 @@ struct ScanAttrs {
   bool operator==(const ScanAttrs &) const = default;
 };
 
+// AllReduce, AllGather, ReduceScatter, Broadcast: the process group the program was recorded for
+// (its id and size enter the node's hash, so a program never runs under another world), the
+// reduction (AllReduce, ReduceScatter: CollectiveAttrs::Reduce) and the source rank (Broadcast).
+// Every rank records the same attributes: the rank itself is not one of them.
+struct CollectiveAttrs {
+  enum Reduce : int64_t { Sum = 0, Product = 1, Max = 2, Min = 3 };
+  int64_t group = 0;       // 0: the world (src/dist/process_group.h)
+  int64_t world_size = 1;  // the group's size when recorded
+  int64_t reduce = Sum;
+  int64_t root = 0;
+  template <class V>
+  void visit(V &v) const {
+    v("group", group);
+    v("world_size", world_size);
+    v("reduce", reduce);
+    v("root", root);
+  }
+  bool operator==(const CollectiveAttrs &) const = default;
+};
+
 // The attribute struct of a node. The order of the alternatives is part of
 // every node hash (the index is hashed): append new structs at the end.
 using Attrs =
     std::variant<NoAttrs, DTypeAttrs, ConstantAttrs, IotaAttrs, RandomAttrs, ShapeAttrs,
                  PermuteAttrs, SliceAttrs, DimAttrs, ReduceAttrs, SortAttrs, ConvAttrs, PoolAttrs,
-                 ScanAttrs>;
+                 ScanAttrs, CollectiveAttrs>;
 
 // The variant index of attribute struct A (for the op table's column).
 template <class A, size_t I = 0>

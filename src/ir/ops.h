@@ -22,7 +22,7 @@ enum class OpKind : uint16_t {
 };
 
 enum class OpClass : uint8_t { Leaf, Random, Unary, Binary, Compare, Ternary, Reduction, Library,
-                               Movement, Index, Sort, Conv, Pool, Scan };
+                               Movement, Index, Sort, Conv, Pool, Scan, Collective };
 
 // The operand dtypes an op is defined for, as a set of categories.
 enum DTypeSet : uint8_t {

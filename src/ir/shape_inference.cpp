@@ -307,6 +307,31 @@ Shape conv_out_shape(OpKind op, const std::vector<Value>& v, const ConvAttrs& a,
   return out;
 }
 
+// Collectives: the group's size and the source rank were checked by the frontend against the
+// group; these are the shape rules, which hold for any group.
+OutputType infer_collective(OpKind op, const std::vector<Value>& v, const CollectiveAttrs& a) {
+  const Shape& x = v[0].shape();
+  if (a.world_size < 1) fail_value(op, v, "the group's size must be positive");
+  if (a.root < 0 || a.root >= a.world_size) {
+    fail_value(op, v, "rank " + std::to_string(a.root) + " is not in a group of " +
+                          std::to_string(a.world_size));
+  }
+  if (a.reduce < CollectiveAttrs::Sum || a.reduce > CollectiveAttrs::Min) fail_value(op, v, "unknown reduction");
+  if (op == OpKind::AllReduce || op == OpKind::Broadcast) return {v[0].dtype(), x};
+  if (x.empty()) fail_value(op, v, "needs a tensor of at least one dim (it works along dim 0)");
+  Shape out = x;
+  if (op == OpKind::AllGather) {
+    out[0] = x[0] * a.world_size;
+  } else {
+    if (x[0] % a.world_size != 0) {
+      fail_value(op, v, "dim 0 (" + std::to_string(x[0]) + ") must divide evenly among the " +
+                            std::to_string(a.world_size) + " ranks");
+    }
+    out[0] = x[0] / a.world_size;
+  }
+  return {v[0].dtype(), out};
+}
+
 OutputType infer_conv(OpKind op, const std::vector<Value>& v, const ConvAttrs& a) {
   require_same_dtype(op, v, 0);
   DType dt = v[0].dtype();
@@ -403,6 +428,7 @@ OutputType infer_by_class(OpKind op, const std::vector<Value>& v, const Attrs& a
       if (dim < 0 || dim >= std::max<int64_t>(rank, 1)) fail_value(op, v, "scan dim out of range");
       return {v[0].dtype(), v[0].shape()};
     }
+    case OpClass::Collective: return infer_collective(op, v, std::get<CollectiveAttrs>(a));
     case OpClass::Sort:
     case OpClass::Pool: break;  // may have several outputs: infer_output
   }

@@ -183,9 +183,11 @@ bool Planner::folds_into_sgemm(const Node* mm, Out o, Out* base, bool* trans) co
 const std::string& Planner::library_of(const Node* n) const {
   static const std::string none;
   const ir::OpClass cls = ir::op_info(n->op).cls;
-  return cls == ir::OpClass::Conv   ? target_.convolution_library
-         : cls == ir::OpClass::Pool ? target_.pooling_library
-                                    : none;
+  static const std::string collectives = "the process group's engine";
+  return cls == ir::OpClass::Conv         ? target_.convolution_library
+         : cls == ir::OpClass::Pool       ? target_.pooling_library
+         : cls == ir::OpClass::Collective ? collectives
+                                          : none;
 }
 
 void Planner::decide() {
@@ -242,7 +244,9 @@ void Planner::decide() {
           }
         }
         mat_[i] = true;
-        if (!library_of(n).empty()) {
+        if (ir::op_info(n->op).cls == ir::OpClass::Collective) {
+          note("collective " + label(n) + ": " + library_of(n));
+        } else if (!library_of(n).empty()) {
           note("library " + label(n) + ": " + library_of(n) + ", else the reference kernel");
         } else if (n->op != OpKind::MatMul) {
           note("fallback " + label(n) + ": reference kernel");

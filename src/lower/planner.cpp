@@ -107,7 +107,10 @@ void Planner::library_or_fallback(const Node* n, const Node* transposed_of) {
   }
   // Bumped only when the reference kernel runs: always for a fallback, and for a library step
   // where the library has no implementation (an integer or float64 product, an odd geometry).
-  step.counter = "fallback::" + std::string(ir::op_name(src->op));
+  // A collective has no other implementation than its engine's call: nothing falls back.
+  if (ir::op_info(src->op).cls != ir::OpClass::Collective) {
+    step.counter = "fallback::" + std::string(ir::op_name(src->op));
+  }
   plan_.steps.push_back(std::move(step));
 }
 

@@ -291,6 +291,16 @@ void TensorImpl::set_grad(std::shared_ptr<TensorImpl> g) {
   grad_ = std::move(g);
 }
 
+bool TensorImpl::averages_grad() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return averages_grad_;
+}
+
+void TensorImpl::set_averages_grad(bool on) {
+  std::lock_guard<std::mutex> l(mu_);
+  averages_grad_ = on;
+}
+
 ir::Value TensorImpl::autograd_value() {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::DeviceData && tape_) return tape_;

@@ -108,6 +108,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   void set_requires_grad_flag(bool on);
   std::shared_ptr<TensorImpl> grad() const;
   void set_grad(std::shared_ptr<TensorImpl> g);
+  // A leaf whose gradient contributions are averaged over the default process group before they
+  // accumulate (lz::distributed::average_gradients, DistributedDataParallel).
+  bool averages_grad() const;
+  void set_averages_grad(bool on);
   // The IR backward starts from: value(), or, for a tensor a value read materialized while its IR
   // required grad, that IR (the "tape", kept until a backward consumes it).
   ir::Value autograd_value();
@@ -152,6 +156,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   ir::Value view_cache_;
   bool requires_grad_ = false;             // leaf flag (autograd)
   std::shared_ptr<TensorImpl> grad_;       // accumulated gradient of a leaf
+  bool averages_grad_ = false;             // all-reduce gradient contributions (a leaf)
   ir::NodePtr grad_leaf_node_;             // IR state leaf: the GradLeaf over ir_ ("asked twice, same node")
   ir::Value tape_;                         // DeviceData reached from requires-grad IR: that IR
   // IR: the data held before the pending IR (its buffer's slot, or a slot over the host copy),

@@ -144,7 +144,7 @@ def _write_wheel(wheel_directory, built):
     # extension and the LLVM code generator it loads at the first kernel compile from the build.
     modules = [(p, p.relative_to(pkg)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
     binaries = [(p, p.relative_to(built)) for p in built.iterdir()
-                if p.name in ("liblazuli.so", "liblazuli_jit.so", "_device.so")
+                if p.name in ("liblazuli.so", "liblazuli_jit.so", "liblazuli_mpi.so", "_device.so")
                 or (p.name.startswith("_C.") and p.suffix == ".so")]
     names = {p.name for p, _ in binaries}
     if not any(n.startswith("_C.") for n in names) or not {"liblazuli.so", "liblazuli_jit.so"} <= names:

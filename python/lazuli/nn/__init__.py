@@ -13,3 +13,4 @@ from .pooling import (  # noqa: F401
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm  # noqa: F401
 from .modules import MultiheadAttention, TransformerEncoderLayer  # noqa: F401,E402  (issue 13)
 from . import utils  # noqa: F401,E402
+from . import parallel  # noqa: F401,E402  (DistributedDataParallel)

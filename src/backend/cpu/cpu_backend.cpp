@@ -56,8 +56,12 @@ class CpuProgram final : public Executable {
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
       counters_.push_back(s.counter.empty() ? nullptr : get_counter(s.counter));
-      // A fallback, or a kernel with index checks, can fail on the data.
-      if (s.kind == PlanStep::Fallback || !s.checks.empty()) last_fallible_ = static_cast<int>(i);
+      // A fallback, or a kernel with index checks, can fail on the data; a collective when its
+      // engine fails.
+      if (s.kind == PlanStep::Fallback || !s.checks.empty() ||
+          (s.kind == PlanStep::Library && ir::op_info(s.op).cls == ir::OpClass::Collective)) {
+        last_fallible_ = static_cast<int>(i);
+      }
     }
   }
 

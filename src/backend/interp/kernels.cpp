@@ -2,6 +2,7 @@
 // themselves live in kernels_elementwise.cpp, kernels_reduce.cpp and kernels_movement.cpp.
 #include <string>
 
+#include "backend/collective.h"
 #include "backend/interp/kernels_impl.h"
 
 namespace lz::interp {
@@ -25,6 +26,8 @@ void run_kernel(ir::OpKind op, const ir::Attrs& attrs, const std::vector<ConstAr
     case ir::OpClass::Conv:
       return run_conv(op, std::get<ir::ConvAttrs>(attrs), inputs[0], inputs[1], out);
     case ir::OpClass::Scan: return run_scan(op, std::get<ir::ScanAttrs>(attrs), inputs[0], out);
+    case ir::OpClass::Collective:  // the engine's call is every backend's implementation
+      return run_collective(op, std::get<ir::CollectiveAttrs>(attrs), inputs[0], out);
     case ir::OpClass::Sort:
     case ir::OpClass::Pool: return run_kernel(op, attrs, inputs, std::vector<MutArray>{out});
   }

@@ -1,0 +1,163 @@
+// Collectives (lz::distributed, op class Collective) without MPI: a simulated group whose other
+// ranks hold a copy of this rank's data scaled by their rank number, installed as the world, so
+// the recording, the shape rules, both backends' steps and the errors are checked in one process.
+// The MPI engine itself is tested across processes (tests/python/test_distributed.py).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "backend/backend.h"
+#include "dist/process_group.h"
+#include "lazuli/distributed.h"
+#include "test_util.h"
+
+namespace lz {
+namespace {
+
+// Rank 0 of `n`; rank r's tensor is (r + 1) times rank 0's (float32 only).
+class SimulatedGroup final : public dist::ProcessGroup {
+ public:
+  explicit SimulatedGroup(int n) : n_(n) {}
+  int rank() const override { return 0; }
+  int size() const override { return n_; }
+  std::string engine() const override { return "simulated"; }
+  void all_reduce(void* buf, int64_t count, DType, dist::Reduce op) override {
+    auto* f = static_cast<float*>(buf);
+    for (int64_t i = 0; i < count; ++i) f[i] = reduce(f[i], op);
+    ++calls;
+  }
+  void all_gather(const void* in, void* out, int64_t count, DType) override {
+    for (int r = 0; r < n_; ++r) {
+      for (int64_t i = 0; i < count; ++i) static_cast<float*>(out)[r * count + i] = (r + 1) * static_cast<const float*>(in)[i];
+    }
+    ++calls;
+  }
+  void reduce_scatter(const void* in, void* out, int64_t count, DType, dist::Reduce op) override {
+    for (int64_t i = 0; i < count; ++i) static_cast<float*>(out)[i] = reduce(static_cast<const float*>(in)[i], op);
+    ++calls;
+  }
+  void broadcast(void* buf, int64_t count, DType, int root) override {
+    auto* f = static_cast<float*>(buf);
+    for (int64_t i = 0; i < count; ++i) f[i] *= static_cast<float>(root + 1);
+    ++calls;
+  }
+  void barrier() override { ++calls; }
+  int calls = 0;
+
+ private:
+  float reduce(float x, dist::Reduce op) const {
+    float acc = x;
+    for (int r = 1; r < n_; ++r) {
+      float y = (r + 1) * x;
+      acc = op == dist::Reduce::Sum ? acc + y : op == dist::Reduce::Product ? acc * y
+            : op == dist::Reduce::Max ? std::max(acc, y) : std::min(acc, y);
+    }
+    return acc;
+  }
+  int n_;
+};
+
+class Collectives : public testing::RuntimeTest {
+ protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    group_ = std::make_shared<SimulatedGroup>(2);
+    dist::set_world(group_);
+  }
+  void TearDown() override {
+    RuntimeTest::TearDown();
+    dist::set_world(nullptr);
+    set_active_backend(config().backend);
+  }
+  std::shared_ptr<SimulatedGroup> group_;
+};
+
+TEST_F(Collectives, RecordNodesThatRunInsideTheStepProgramOnBothBackends) {
+  for (const char* backend : {"interp", "cpu"}) {
+    set_active_backend(backend);
+    group_->calls = 0;
+    Tensor x = tensor<float>({1, -2, 3, 4}, {4});
+    Tensor y = x * 2;
+    distributed::all_reduce(y);  // rank 1 holds 2y: the sum is 3y
+    Tensor avg = x + 0;
+    distributed::all_reduce(avg, distributed::ReduceOp::AVG);  // (x + 2x) / 2
+    Tensor mx = -x;
+    distributed::all_reduce(mx, distributed::ReduceOp::MAX);
+    Tensor g = distributed::all_gather(x.reshape({2, 2}));
+    Tensor rs = distributed::reduce_scatter(x.reshape({2, 2}));
+    Tensor b = x + 1;
+    distributed::broadcast(b, 1);
+    EXPECT_EQ(group_->calls, 0) << "recording ran a collective";
+    sync_tensors({y, avg, mx, g, rs, b}, /*wait=*/true);
+    EXPECT_EQ(group_->calls, 6) << backend;
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{6, -12, 18, 24})) << backend;
+    EXPECT_EQ(avg.to_vector<float>(), (std::vector<float>{1.5, -3, 4.5, 6})) << backend;
+    EXPECT_EQ(mx.to_vector<float>(), (std::vector<float>{-1, 4, -3, -4})) << backend;
+    EXPECT_EQ(g.shape(), (Shape{4, 2}));
+    EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, -2, 3, 4, 2, -4, 6, 8})) << backend;
+    EXPECT_EQ(rs.shape(), (Shape{1, 2}));
+    EXPECT_EQ(rs.to_vector<float>(), (std::vector<float>{3, -6})) << backend;
+    EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{4, -2, 8, 10})) << backend;
+  }
+  EXPECT_EQ(counter("fallback::all_reduce"), 0) << "a collective counted as a fallback";
+}
+
+TEST_F(Collectives, TheGroupSizeIsPartOfTheProgramAndChecksWhenItRuns) {
+  Tensor x = tensor<float>({1, 2}, {2});
+  Tensor y = x * 3;
+  distributed::all_reduce(y);
+  dist::set_world(std::make_shared<SimulatedGroup>(3));  // the world changed after recording
+  try {
+    y.to_vector<float>();
+    FAIL() << "ran under another world";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recorded for a group of 2 ranks; the group now has 3"), std::string::npos)
+        << e.what();
+  }
+  // The same program recorded under each world hashes differently.
+  Tensor z = x * 3;
+  distributed::all_reduce(z);
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{18, 36}));  // (1 + 2 + 3) times 3x
+}
+
+TEST_F(Collectives, BadArgumentsRaiseAtTheCallAndRecordNothing) {
+  Tensor x = tensor<float>({1, 2, 3}, {3});
+  EXPECT_THROW(distributed::broadcast(x, 2), ValueError);
+  EXPECT_THROW(distributed::reduce_scatter(x), ValueError);  // 3 rows among 2 ranks
+  EXPECT_THROW(distributed::all_gather(tensor<float>({1}, {})), ValueError);  // 0-d
+  Tensor i = tensor<int64_t>({1, 2}, {2});
+  EXPECT_THROW(distributed::all_reduce(i, distributed::ReduceOp::AVG), TypeError);
+  Tensor flag = tensor<bool>({true}, {1});
+  EXPECT_THROW(distributed::all_reduce(flag), TypeError);
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(group_->calls, 0);
+}
+
+TEST_F(Collectives, WithoutAGroupEveryCallSaysHowToStartOne) {
+  dist::set_world(nullptr);
+  Tensor x = tensor<float>({1}, {1});
+  EXPECT_FALSE(distributed::is_initialized());
+  try {
+    distributed::all_reduce(x);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("init_process_group"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(distributed::get_rank(), Error);
+  EXPECT_THROW(distributed::init_process_group("nccl"), ValueError);
+}
+
+TEST_F(Collectives, AveragedGradientsAreTheMeanOfEveryRanksContribution) {
+  Tensor w = tensor<float>({1, 2}, {2});
+  set_requires_grad(w);
+  distributed::average_gradients(w);
+  Tensor loss = sum(w * w);  // d/dw = 2w on rank 0, 2 * (2w) on the simulated rank 1
+  backward(loss);
+  EXPECT_EQ(grad(w).to_vector<float>(), (std::vector<float>{3, 6}));  // (2w + 4w) / 2
+  EXPECT_EQ(group_->calls, 1);
+  Tensor plain = tensor<float>({1}, {1});
+  EXPECT_THROW(distributed::average_gradients(plain), ValueError);  // not a leaf requiring grad
+}
+
+}  // namespace
+}  // namespace lz
