@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import numpy as np
@@ -25,22 +26,33 @@ needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun (Open MPI) is not 
 
 
 def mpirun(n, program, timeout=120):
-    """Runs `program` on n ranks; returns each rank's JSON lines, by rank."""
+    """Runs `program` on n ranks; returns the records each rank emitted (emit(**fields), written
+    to a file per rank: ranks' stdout lines can interleave), by rank."""
+    out_dir = tempfile.mkdtemp(prefix="lazuli-mpi-")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                # One thread per rank: the ranks share this machine's cores.
-               OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1")
-    code = "import json, numpy as np, lazuli as lz, lazuli.distributed as dist\n" + \
-        textwrap.dedent(program)
+               OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1", LAZULI_TEST_OUT=out_dir)
+    code = PRELUDE + textwrap.dedent(program)
     out = subprocess.run([MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-c", code],
                          env=env, capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stdout + out.stderr
-    by_rank = {}
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            rec = json.loads(line)
-            by_rank.setdefault(rec["rank"], []).append(rec)
-    assert sorted(by_rank) == list(range(n)), out.stdout + out.stderr
-    return [by_rank[r] for r in range(n)]
+    ranks = []
+    for r in range(n):
+        path = os.path.join(out_dir, f"rank{r}.json")
+        assert os.path.exists(path), f"rank {r} emitted nothing: " + out.stdout + out.stderr
+        with open(path) as f:
+            ranks.append([json.loads(line) for line in f])
+    shutil.rmtree(out_dir)
+    return ranks
+
+
+PRELUDE = """\
+import json, os, numpy as np, lazuli as lz, lazuli.distributed as dist
+def emit(**fields):
+    path = os.path.join(os.environ["LAZULI_TEST_OUT"], f"rank{dist.get_rank()}.json")
+    with open(path, "a") as f:
+        f.write(json.dumps(dict(fields, rank=dist.get_rank())) + "\\n")
+"""
 
 
 @needs_mpi
@@ -68,10 +80,10 @@ def test_collectives_give_every_rank_the_combined_values(n):
         dist.all_gather(parts, x.reshape(2, 2))
         rs = lz.zeros(1, 4)
         dist.reduce_scatter_tensor(rs, lz.tensor(np.ones((n, 4), dtype=np.float32) * (r + 1)))
-        print(json.dumps(dict(rank=r, size=n, s=s.tolist(), avg=avg.tolist(), mx=mx.tolist(),
-                              ints=ints.tolist(), half=half.float().tolist(), b=b.tolist(),
-                              g=g.tolist(), parts=[p.tolist() for p in parts], rs=rs.tolist(),
-                              fallbacks=lz.debug.counter_value("fallback::all_reduce"))))
+        emit(size=n, s=s.tolist(), avg=avg.tolist(), mx=mx.tolist(), ints=ints.tolist(),
+             half=half.float().tolist(), b=b.tolist(), g=g.tolist(),
+             parts=[p.tolist() for p in parts], rs=rs.tolist(),
+             fallbacks=lz.debug.counter_value("fallback::all_reduce"))
         dist.barrier()
     """)
     base = np.arange(4, dtype=np.float32)
@@ -120,8 +132,8 @@ DDP_PROGRAM = """
     compiles = lz.debug.counter_value("UncachedCompile") - before
     # The same model trained in one process on the whole batch.
     want = train(model(seed=100), X, Y)
-    print(json.dumps(dict(rank=r, diff=max(float(np.abs(a - b).max()) for a, b in zip(got, want)),
-                          compiles=compiles, params=[p.ravel().tolist() for p in got])))
+    emit(diff=max(float(np.abs(a - b).max()) for a, b in zip(got, want)), compiles=compiles,
+         params=[p.ravel().tolist() for p in got])
 """
 
 
