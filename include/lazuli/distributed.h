@@ -34,6 +34,10 @@ Tensor all_gather(const Tensor& t);
 Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::SUM);
 // Waits for this process's pending programs, then for every rank to arrive.
 void barrier();
+// Ends every rank's process now (MPI_Abort), with exit status `code`: what a rank that cannot go
+// on calls so the others do not wait for it. An uncaught C++ exception in a rank of a group of
+// more than one does this too (lazuli.distributed does it for an uncaught Python exception).
+[[noreturn]] void abort(int code = 1);
 
 // DistributedDataParallel's mechanism: every gradient that backward() accumulates into `param`
 // is first all-reduced (averaged) over the default group, inside the step graph. Throws

@@ -7,6 +7,8 @@ record the same ops in the same order, as with any collective engine. ``all_redu
 ``broadcast`` update their tensor in place, as PyTorch's do; ``all_gather_into_tensor`` and
 ``reduce_scatter_tensor`` write their output tensor.
 """
+import sys
+
 from ._C import _distributed as _d
 
 ReduceOp = _d.ReduceOp
@@ -21,13 +23,17 @@ all_reduce = _d.all_reduce
 broadcast = _d.broadcast
 
 __all__ = ["ReduceOp", "init_process_group", "is_initialized", "get_rank", "get_world_size",
-           "get_backend", "destroy_process_group", "barrier", "all_reduce", "broadcast",
+           "get_backend", "destroy_process_group", "barrier", "abort", "all_reduce", "broadcast",
            "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor"]
 
 
 def init_process_group(backend="mpi", *, world_size=-1, rank=-1):
     """Starts the default group on ``backend`` ("mpi"): the ranks and their number come from
-    the launcher (``mpirun``). ``world_size`` and ``rank``, when given, are checked against it."""
+    the launcher (``mpirun``). ``world_size`` and ``rank``, when given, are checked against it.
+
+    From then on an exception nobody catches ends every rank of a group of more than one
+    (``abort``), after its traceback is printed: the other ranks would otherwise wait for this
+    one in their next collective."""
     _d.init_process_group(backend)
     for name, given, actual in (("world_size", world_size, _d.get_world_size()),
                                 ("rank", rank, _d.get_rank())):
@@ -35,6 +41,28 @@ def init_process_group(backend="mpi", *, world_size=-1, rank=-1):
             _d.destroy_process_group()
             raise ValueError(f"init_process_group: {name}={given}, but the launcher started this "
                              f"process with {name} {actual}")
+    _install_abort_on_uncaught()
+
+
+def abort(code=1):
+    """Ends every rank's process now (MPI_Abort), with exit status ``code``."""
+    _d.abort(code)
+
+
+def _install_abort_on_uncaught():
+    previous = sys.excepthook
+    if getattr(previous, "_lazuli_aborts", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        previous(exc_type, exc, tb)
+        if _d.is_initialized() and _d.get_world_size() > 1:
+            print(f"lazuli.distributed: rank {_d.get_rank()} ends the job (an uncaught "
+                  f"{exc_type.__name__})", file=sys.stderr, flush=True)
+            _d.abort(1)
+
+    hook._lazuli_aborts = True
+    sys.excepthook = hook
 
 
 def all_gather(tensor_list, tensor):

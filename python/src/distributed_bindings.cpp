@@ -28,6 +28,7 @@ void bind_distributed(py::module_& parent) {
   m.def("all_gather", &d::all_gather, py::arg("tensor"));
   m.def("reduce_scatter", &d::reduce_scatter, py::arg("tensor"), py::arg("op") = d::ReduceOp::SUM);
   m.def("average_gradients", &d::average_gradients, py::arg("param"));
+  m.def("abort", [](int code) { d::abort(code); }, py::arg("code") = 1);
 }
 
 }  // namespace lzpy

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/config.h"
 #include "dist/process_group.h"
 #include "lazuli/error.h"
 
@@ -16,6 +17,7 @@ void run_collective(ir::OpKind op, const ir::CollectiveAttrs& a, const interp::C
     throw Error(name + ": the program was recorded for a group of " + std::to_string(a.world_size) +
                 " ranks; the group now has " + std::to_string(g->size()));
   }
+  g->set_timeout(static_cast<double>(config().dist_timeout_s));
   const int64_t n = numel(*in.shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(in.dtype);
   const auto reduce = static_cast<dist::Reduce>(a.reduce);

@@ -95,6 +95,8 @@ Config read_env() {
   c.fuse_rows = env_bool("LAZULI_FUSE_ROWS", true);
   c.sync_wait = env_bool("LAZULI_SYNC_WAIT", false);
   c.emit_steplog = env_bool("LAZULI_EMIT_STEPLOG", false);
+  c.dist_timeout_s = env_int("LAZULI_DIST_TIMEOUT", 600, 0);
+  c.dist_check = env_bool("LAZULI_DIST_CHECK", true);
   c.debug = static_cast<int>(env_int("LAZULI_DEBUG", 0, 0));
   if (const char* f = env("LAZULI_DEBUG_FILE")) c.debug_file = expand_user("LAZULI_DEBUG_FILE", f);
   c.debug_max_frame = static_cast<int>(env_int("LAZULI_DEBUG_MAX_FRAME", 8, 0));

@@ -32,6 +32,8 @@ struct Config {
   int64_t max_pending_nodes = 200000;       // LAZULI_MAX_PENDING_NODES: graph-too-large cut
   std::string save_graphs_file;             // LAZULI_SAVE_GRAPHS_FILE ("" = off)
   std::string save_graphs_fmt = "text";     // LAZULI_SAVE_GRAPHS_FMT: text | dot
+  int64_t dist_timeout_s = 600;             // LAZULI_DIST_TIMEOUT: bound on a collective's wait (0: none)
+  bool dist_check = true;                   // LAZULI_DIST_CHECK: ranks agree on a program's collectives
 };
 
 // Reads the environment on first use. Throws ValueError for a malformed value, naming the variable.

@@ -2,8 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <mutex>
 
+#include "core/hash.h"
 #include "lazuli/error.h"
 
 namespace lz::dist {
@@ -26,6 +32,44 @@ std::string plugin_path(const std::string& name) {
   return file;
 }
 
+void (*g_before_shutdown)() = nullptr;
+void (*g_engine_shutdown)() = nullptr;  // the loaded plugin's (MPI_Finalize), run once at exit
+std::weak_ptr<ProcessGroup> g_started;   // the group started last, for the terminate handler
+std::terminate_handler g_previous_terminate = nullptr;
+
+// At exit, in this order: queued programs finish, then the engine shuts down. Registered when
+// the engine is loaded, so it runs before any exit handler registered earlier (such as the
+// executor's drain, which registers at the first program).
+void shutdown_at_exit() {
+  if (g_before_shutdown) {
+    try {
+      g_before_shutdown();
+    } catch (...) {
+    }
+  }
+  if (g_engine_shutdown) g_engine_shutdown();
+}
+
+// A C++ exception nobody catches, in a process of a group: this rank ends, and with it every
+// rank (they would wait for it in their next collective).
+[[noreturn]] void terminate_group() {
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "lazuli.distributed: uncaught exception: %s\n", x.what());
+    } catch (...) {
+      std::fprintf(stderr, "lazuli.distributed: uncaught exception\n");
+    }
+  }
+  if (std::shared_ptr<ProcessGroup> g = g_started.lock(); g && g->size() > 1) {
+    std::fprintf(stderr, "lazuli.distributed: rank %d ends the job (MPI_Abort)\n", g->rank());
+    g->abort(1);
+  }
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
 std::shared_ptr<ProcessGroup> load_mpi() {
   std::string path = plugin_path("mpi");
   // RTLD_GLOBAL: Open MPI opens its own components with dlopen and they look for libmpi's
@@ -37,13 +81,23 @@ std::shared_ptr<ProcessGroup> load_mpi() {
                 "libopenmpi-dev, which scripts/setup.sh installs) and a Lazuli built with it");
   }
   using Create = ProcessGroup* (*)(std::string*);
-  auto create = reinterpret_cast<Create>(dlsym(h, "lazuli_create_mpi_group"));
+  const std::string entry = "lazuli_create_mpi_group_abi" + std::to_string(kProcessGroupAbi);
+  auto create = reinterpret_cast<Create>(dlsym(h, entry.c_str()));
   std::string why;
   ProcessGroup* g = create ? create(&why) : nullptr;
   if (!g) {
-    throw Error("init_process_group(backend=\"mpi\"): " + (create ? why : path + " has no entry point"));
+    throw Error("init_process_group(backend=\"mpi\"): " +
+                (create ? why : path + " has no " + entry + ": it was built for another version of Lazuli"));
   }
-  return std::shared_ptr<ProcessGroup>(g);
+  std::shared_ptr<ProcessGroup> group(g);
+  static std::once_flag once;
+  std::call_once(once, [h] {
+    g_engine_shutdown = reinterpret_cast<void (*)()>(dlsym(h, "lazuli_mpi_shutdown"));
+    std::atexit(shutdown_at_exit);
+    g_previous_terminate = std::set_terminate(terminate_group);
+  });
+  g_started = group;
+  return group;
 }
 
 }  // namespace
@@ -78,9 +132,43 @@ std::shared_ptr<ProcessGroup> require_world(const char* op) {
   return g;
 }
 
+void set_before_shutdown(void (*fn)()) { g_before_shutdown = fn; }
+
 void destroy_world() {
   std::lock_guard<std::mutex> l(g_mu);
   g_world.reset();
+}
+
+void check_same_collectives(ProcessGroup& group, const std::string& summary, const std::string& site) {
+  // A fixed-size record: the summary's hash, then as much of "summary (site)" as fits.
+  constexpr size_t kRecord = 512;
+  Hasher h;
+  h.add_str(summary);
+  const Hash128 digest = h.digest();
+  std::string record(kRecord, '\0');
+  std::memcpy(record.data(), &digest, sizeof digest);
+  std::string text = summary + " (program cut at " + site + ")";
+  text.resize(std::min(text.size(), kRecord - sizeof digest - 1));
+  std::memcpy(record.data() + sizeof digest, text.data(), text.size());
+  std::vector<std::string> all;
+  try {
+    all = group.exchange(record);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error("lazuli.distributed: checking that every rank runs the same collectives (" +
+                summary + ", program cut at " + site + "): " + e.what());
+  }
+  bool same = true;
+  for (const std::string& r : all) same &= r.compare(0, sizeof digest, record, 0, sizeof digest) == 0;
+  if (same) return;
+  std::string what = "lazuli.distributed: the ranks are about to run different collectives (every rank "
+                     "must record the same collectives in the same order; this rank is " +
+                     std::to_string(group.rank()) + "):";
+  for (size_t r = 0; r < all.size(); ++r) {
+    what += "\n  rank " + std::to_string(r) + ": " + std::string(all[r].c_str() + sizeof digest);
+  }
+  throw Error(what);
 }
 
 void set_world(std::shared_ptr<ProcessGroup> group) {

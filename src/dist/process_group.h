@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lazuli/dtype.h"
 
@@ -43,7 +44,27 @@ class ProcessGroup {
   // In place: every rank's `buf` becomes rank `root`'s.
   virtual void broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+  // Every rank's `record`, in rank order; every rank passes one of the same length.
+  virtual std::vector<std::string> exchange(const std::string& record) = 0;
+  // Bounds every wait of the operations above: past `seconds` they throw (a rank is elsewhere
+  // or dead; the group is then unusable). 0: wait forever.
+  virtual void set_timeout(double seconds) = 0;
+  // Ends every rank's process at once (MPI_Abort): a rank that fails outside the others'
+  // collectives would otherwise leave them waiting.
+  [[noreturn]] virtual void abort(int code) = 0;
 };
+
+// The version of this interface an engine plugin was built against; its entry point carries it
+// in its name (lazuli_create_mpi_group_abi<N>), so a plugin of another version is refused, not
+// called through a different vtable.
+inline constexpr int kProcessGroupAbi = 1;
+
+// Before a program that holds collectives runs: checks, with one small exchange, that every rank
+// is about to run the same collectives (`summary`: their ops, dtypes, shapes and attributes, in
+// order; `site`: where this rank's program was cut, for the message). Throws lz::Error on every
+// rank, listing each rank's summary and site, when they differ: the collectives would otherwise
+// hang or mix data of different ops.
+void check_same_collectives(ProcessGroup& group, const std::string& summary, const std::string& site);
 
 // Starts the world group on `engine` ("mpi"; the ranks come from the launcher: mpirun, or
 // torchrun's environment through MPI's own). Throws lz::Error when the world is already started,
@@ -56,6 +77,9 @@ std::shared_ptr<ProcessGroup> world();
 std::shared_ptr<ProcessGroup> require_world(const char* op);
 // Ends the world group (MPI stays initialized until the process exits: MPI cannot restart).
 void destroy_world();
+// Run at process exit before the engine shuts down (MPI_Finalize): the frontend waits there for
+// the programs still queued, which may hold collectives.
+void set_before_shutdown(void (*fn)());
 // Installs `group` as the world (tests; engines written outside the library).
 void set_world(std::shared_ptr<ProcessGroup> group);
 

@@ -3,6 +3,7 @@
 #include "core/call_site.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "dist/process_group.h"
 #include "exec/cut_record.h"
 #include "exec/debug_log.h"
 #include "exec/device_executor.h"
@@ -55,6 +56,7 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
                  const std::vector<std::pair<DType, Shape>>& root_types,
                  const std::vector<std::pair<int, int>>& donations,
                  const std::vector<SlotPtr>& restore, const NodeOrigins& origins,
+                 const std::string& collectives, const std::string& site,
                  const std::shared_ptr<Execution>& exec) {
   std::vector<std::shared_ptr<Storage>> outs(outputs.size());
   std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
@@ -74,6 +76,14 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
         throw ExecutionError("an input of this program was donated to an earlier program");
       }
       ps.push_back(p->storage.get());
+    }
+    // On this thread, where the collectives themselves run, so the check and the collectives
+    // reach the engine in one order.
+    if (!collectives.empty() && config().dist_check) {
+      if (std::shared_ptr<dist::ProcessGroup> g = dist::world()) {
+        g->set_timeout(static_cast<double>(config().dist_timeout_s));
+        dist::check_same_collectives(*g, collectives, site);
+      }
     }
     Backend& backend = active_backend();
     for (auto& [p, r] : donations) outs[r] = params[p]->storage;
@@ -172,8 +182,10 @@ ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<Buff
       run.exec, [exe = program.exe, hash = program.hash, params = std::move(param_slots),
                  outputs = std::move(output_slots), root_types = program.root_types,
                  donations = std::move(donations), restore = std::move(restore),
-                 origins = program.origins, exec = run.exec] {
-        run_program(exe, hash, params, outputs, root_types, donations, restore, origins, exec);
+                 origins = program.origins, collectives = program.collectives, site = program.site,
+                 exec = run.exec] {
+        run_program(exe, hash, params, outputs, root_types, donations, restore, origins, collectives,
+                    site, exec);
       });
   return run;
 }

@@ -27,6 +27,11 @@ struct CompiledProgram {
   std::shared_ptr<Executable> exe;
   std::vector<std::pair<DType, Shape>> root_types;  // per output, in root order
   NodeOrigins origins;
+  // The program's collectives in order ("all_reduce float32[16, 5] sum; ..."; empty: none) and
+  // where it was cut ("train.py:41"): before it runs, every rank checks that the others run the
+  // same collectives (dist/process_group.h check_same_collectives).
+  std::string collectives;
+  std::string site;
 };
 
 struct ScheduledRun {

@@ -328,6 +328,25 @@ void count_executed_nodes(const PostOrder& po) {
   LZ_COUNTER("ExecutedNodes", total);
 }
 
+// The program's collectives in post order (the order the plan runs them), as every rank must
+// record them: "all_reduce float32[16, 5] reduce=0 ...; ..." (empty: none).
+std::string describe_collectives(const std::vector<const ir::Node*>& nodes) {
+  std::string out;
+  for (const ir::Node* n : nodes) {
+    if (ir::op_info(n->op).cls != ir::OpClass::Collective) continue;
+    const ir::Value& x = n->operands[0];
+    const auto& a = n->attr<ir::CollectiveAttrs>();
+    if (!out.empty()) out += "; ";
+    out += std::string(ir::op_name(n->op)) + " " + std::string(dtype_name(x.dtype())) + shape_str(x.shape());
+    if (n->op == ir::OpKind::AllReduce || n->op == ir::OpKind::ReduceScatter) {
+      static const char* const kReduce[] = {"sum", "product", "max", "min"};
+      out += std::string(" ") + kReduce[a.reduce & 3];
+    }
+    if (n->op == ir::OpKind::Broadcast) out += " from rank " + std::to_string(a.root);
+  }
+  return out;
+}
+
 }  // namespace
 
 SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensors,
@@ -364,6 +383,8 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     record.inputs = po.params.size();
     record.outputs = roots.values.size();
     record.frames = std::move(frames);
+    std::string cut_site = record.frames.empty() ? std::string(cut_reason_id(cfg.reason))
+                                                 : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
     if (record.compiled) {
       std::string site = !cfg.name.empty() ? program_key(cfg.name)
@@ -385,12 +406,14 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     count_executed_nodes(po);
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
-    CompiledProgram program{res.hash, exe, {}, {}};
+    CompiledProgram program{res.hash, exe, {}, {}, {}, {}};
     program.root_types.reserve(roots.values.size());
     for (const ir::Value& v : roots.values) program.root_types.emplace_back(v.dtype(), v.shape());
     for (size_t i = 0; i < po.nodes.size(); ++i) {
       if (po.nodes[i]->origin) program.origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
     }
+    program.collectives = describe_collectives(po.nodes);
+    program.site = std::move(cut_site);
     if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
     if (cfg.compile_only) {
       res.tensors = roots.tensors;

@@ -2,9 +2,13 @@
 // Collective, CollectiveAttrs) over the default process group (dist/process_group.h).
 #include "lazuli/distributed.h"
 
+#include <cstdlib>
 #include <string>
 
+#include "core/config.h"
 #include "dist/process_group.h"
+#include "exec/device_executor.h"
+#include "lazuli/autograd.h"
 #include "lazuli/error.h"
 #include "lazuli/runtime.h"
 #include "ops/distributed.h"
@@ -37,9 +41,21 @@ CollectiveAttrs::Reduce reduce_of(distributed::ReduceOp op) {
 
 // A reduction collective over `x`: float16/bfloat16 reduce in float32 (no engine reduces them
 // portably), AVG divides the sum by the group's size.
+// The operand of a collective: its gradient is not defined here (a collective over a tensor that
+// requires grad would reach backward without a rule), so it is refused at the call.
+ir::Value operand(const Tensor& x, const char* name) {
+  ir::Value v = frontend::value_of(x, name);
+  if (is_grad_enabled() && v.requires_grad()) {
+    throw Error(std::string(name) + ": the tensor requires grad, and collectives have no gradient; "
+                "detach() it or call under no_grad() (DistributedDataParallel averages gradients "
+                "itself)");
+  }
+  return v;
+}
+
 ir::Value reduction(ir::OpKind kind, const Tensor& x, distributed::ReduceOp op, const char* name) {
   std::shared_ptr<dist::ProcessGroup> g = dist::require_world(name);
-  ir::Value v = frontend::value_of(x, name);
+  ir::Value v = operand(x, name);
   const DType dt = v.dtype();
   if (dt == DType::Bool) {
     throw TypeError(std::string(name) + ": cannot reduce a bool tensor (" +
@@ -78,7 +94,11 @@ ir::Value average_over_world(ir::Value v, const char* op) {
 
 namespace distributed {
 
-void init_process_group(const std::string& backend) { dist::init_world(backend); }
+void init_process_group(const std::string& backend) {
+  dist::init_world(backend);
+  // At exit, programs still queued (they may hold collectives) run before the engine shuts down.
+  dist::set_before_shutdown([] { device_executor().wait_all(); });
+}
 bool is_initialized() { return dist::world() != nullptr; }
 int get_rank() { return dist::require_world("get_rank")->rank(); }
 int get_world_size() { return dist::require_world("get_world_size")->size(); }
@@ -100,13 +120,13 @@ void broadcast(Tensor& t, int src) {
     throw ValueError("broadcast: src " + std::to_string(src) + " is not a rank of the group (size " +
                      std::to_string(g->size()) + ")");
   }
-  ir::Value v = frontend::value_of(t, "broadcast");
+  ir::Value v = operand(t, "broadcast");
   assign(t, frontend::node(ir::OpKind::Broadcast, {v}, attrs_for(*g, CollectiveAttrs::Sum, src)), "broadcast");
 }
 
 Tensor all_gather(const Tensor& t) {
   std::shared_ptr<dist::ProcessGroup> g = dist::require_world("all_gather");
-  ir::Value v = frontend::value_of(t, "all_gather");
+  ir::Value v = operand(t, "all_gather");
   return frontend::wrap(frontend::node(ir::OpKind::AllGather, {v}, attrs_for(*g, CollectiveAttrs::Sum)));
 }
 
@@ -119,13 +139,36 @@ void barrier() {
   // Programs of this process may be running collectives on the executor thread: they finish
   // first, so every rank's engine sees its collectives in one order.
   lz::wait();
-  try {
-    g->barrier();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(std::string("barrier: ") + e.what());
+  // On the executor thread, behind anything another thread scheduled meanwhile, so the engine
+  // sees this process's collectives in one order whichever thread asks.
+  auto done = std::make_shared<Execution>();
+  const double timeout = static_cast<double>(config().dist_timeout_s);
+  device_executor().schedule(done, [g, done, timeout] {
+    std::exception_ptr error;
+    try {
+      g->set_timeout(timeout);
+      g->barrier();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done->complete(error);  // raised below, to the caller: not kept as a pending error
+  });
+  done->wait_done();
+  if (std::exception_ptr e = done->error()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& x) {
+      throw Error(std::string("barrier: ") + x.what());
+    }
   }
+}
+
+void abort(int code) {
+  std::shared_ptr<dist::ProcessGroup> g = dist::require_world("abort");
+  g->abort(code);
+  std::abort();  // an engine's abort does not return
 }
 
 void average_gradients(const Tensor& param) {

@@ -53,7 +53,9 @@ bool keeps_reduced_floats(ir::OpKind op, const std::vector<ir::Value>& operands)
     case OpKind::Iota:
     case OpKind::IndexSelect:
     case OpKind::Gather:
-    case OpKind::IndexCopy: return true;
+    case OpKind::IndexCopy:
+    case OpKind::AllGather:  // moved as their bits (reductions widen: ops/distributed.cpp)
+    case OpKind::Broadcast: return true;
     default: return ir::op_info(op).cls == ir::OpClass::Movement;
   }
 }

@@ -4,7 +4,10 @@
 // The MPI engine itself is tested across processes (tests/python/test_distributed.py).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "dist/process_group.h"
@@ -42,7 +45,18 @@ class SimulatedGroup final : public dist::ProcessGroup {
     ++calls;
   }
   void barrier() override { ++calls; }
-  int calls = 0;
+  // The other ranks send `others` (empty: the same record as this rank's).
+  std::vector<std::string> exchange(const std::string& record) override {
+    ++exchanges;
+    std::vector<std::string> all(static_cast<size_t>(n_), others.empty() ? record : others);
+    all[0] = record;
+    return all;
+  }
+  void set_timeout(double seconds) override { timeout = seconds; }
+  [[noreturn]] void abort(int) override { std::abort(); }
+  int calls = 0, exchanges = 0;
+  double timeout = -1;
+  std::string others;
 
  private:
   float reduce(float x, dist::Reduce op) const {
@@ -102,6 +116,38 @@ TEST_F(Collectives, RecordNodesThatRunInsideTheStepProgramOnBothBackends) {
   EXPECT_EQ(counter("fallback::all_reduce"), 0) << "a collective counted as a fallback";
 }
 
+TEST_F(Collectives, EveryProgramWithCollectivesFirstChecksThatTheRanksAgree) {
+  Tensor x = tensor<float>({1, 2}, {2});
+  Tensor plain = x * 5;
+  sync_tensors({plain}, /*wait=*/true);
+  EXPECT_EQ(group_->exchanges, 0) << "a program without collectives exchanged";
+  Tensor y = x * 3;
+  distributed::all_reduce(y);
+  sync_tensors({y}, /*wait=*/true);
+  EXPECT_EQ(group_->exchanges, 1);
+  EXPECT_EQ(group_->timeout, static_cast<double>(config().dist_timeout_s));
+  // A rank about to run other collectives: every rank raises, naming each rank's.
+  group_->others = std::string(512, 'x');
+  Tensor z = x * 4;
+  distributed::all_reduce(z);
+  try {
+    z.to_vector<float>();
+    FAIL() << "ran collectives the other rank does not run";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("the ranks are about to run different collectives"), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0: all_reduce float32[2] sum (program cut at "), std::string::npos) << what;
+    EXPECT_NE(what.find("\n  rank 1: "), std::string::npos) << what;
+  }
+  EXPECT_EQ(group_->calls, 1) << "the mismatched collective reached the engine";
+  // LAZULI_DIST_CHECK=0 skips the exchange.
+  mutable_config().dist_check = false;
+  Tensor w = x * 6;
+  distributed::all_reduce(w);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{18, 36}));
+  EXPECT_EQ(group_->exchanges, 2);
+}
+
 TEST_F(Collectives, TheGroupSizeIsPartOfTheProgramAndChecksWhenItRuns) {
   Tensor x = tensor<float>({1, 2}, {2});
   Tensor y = x * 3;
@@ -129,7 +175,23 @@ TEST_F(Collectives, BadArgumentsRaiseAtTheCallAndRecordNothing) {
   EXPECT_THROW(distributed::all_reduce(i, distributed::ReduceOp::AVG), TypeError);
   Tensor flag = tensor<bool>({true}, {1});
   EXPECT_THROW(distributed::all_reduce(flag), TypeError);
+  // Collectives have no gradient: a tensor that requires grad is refused, not left for backward.
+  Tensor w = tensor<float>({1, 2}, {2});
+  set_requires_grad(w);
+  Tensor wy = w * 2;
+  try {
+    distributed::all_reduce(wy);
+    FAIL() << "recorded a collective over a tensor that requires grad";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("requires grad"), std::string::npos) << e.what();
+  }
+  {
+    NoGradGuard no_grad;
+    Tensor ok = w * 2;
+    distributed::all_reduce(ok);  // under no_grad: recorded
+  }
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(wy.to_vector<float>(), (std::vector<float>{2, 4}));
   EXPECT_EQ(group_->calls, 0);
 }
 

@@ -25,16 +25,20 @@ if MPIRUN is None and os.environ.get("LAZULI_REQUIRE_MPI") == "1":
 needs_mpi = pytest.mark.skipif(MPIRUN is None, reason="mpirun (Open MPI) is not installed")
 
 
-def mpirun(n, program, timeout=120):
+def mpirun(n, program, timeout=120, env=None, fails=False):
     """Runs `program` on n ranks; returns the records each rank emitted (emit(**fields), written
-    to a file per rank: ranks' stdout lines can interleave), by rank."""
+    to a file per rank: ranks' stdout lines can interleave), by rank. `fails`: the job is expected
+    to fail; returns mpirun's CompletedProcess instead."""
     out_dir = tempfile.mkdtemp(prefix="lazuli-mpi-")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                # One thread per rank: the ranks share this machine's cores.
-               OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1", LAZULI_TEST_OUT=out_dir)
+               OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1", LAZULI_TEST_OUT=out_dir, **(env or {}))
     code = PRELUDE + textwrap.dedent(program)
     out = subprocess.run([MPIRUN, "-n", str(n), "--oversubscribe", sys.executable, "-c", code],
                          env=env, capture_output=True, text=True, timeout=timeout)
+    if fails:
+        assert out.returncode != 0, out.stdout + out.stderr
+        return out
     assert out.returncode == 0, out.stdout + out.stderr
     ranks = []
     for r in range(n):
@@ -79,10 +83,22 @@ def test_collectives_give_every_rank_the_combined_values(n):
         parts = [lz.zeros(2, 2) for _ in range(n)]
         dist.all_gather(parts, x.reshape(2, 2))
         rs = lz.zeros(1, 4)
-        dist.reduce_scatter_tensor(rs, lz.tensor(np.ones((n, 4), dtype=np.float32) * (r + 1)))
+        # Block b of rank r's input holds 10 * b + r: rank b gets the sum over r of 10 * b + r.
+        blocks = np.arange(n, dtype=np.float32)[:, None] * 10 + r + np.zeros((n, 4), np.float32)
+        dist.reduce_scatter_tensor(rs, lz.tensor(blocks))
+        prod = lz.tensor(np.array([r + 1.0, 2.0], dtype=np.float32))
+        dist.all_reduce(prod, dist.ReduceOp.PRODUCT)
+        mn = x * 1
+        dist.all_reduce(mn, dist.ReduceOp.MIN)
+        bf = (x + 0.5).to(lz.bfloat16)
+        dist.broadcast(bf, src=1)
+        flags = lz.tensor(np.array([r == 0, True]))
+        gathered_flags = lz.zeros(2 * n, dtype=lz.bool)
+        dist.all_gather_into_tensor(gathered_flags, flags)
         emit(size=n, s=s.tolist(), avg=avg.tolist(), mx=mx.tolist(), ints=ints.tolist(),
              half=half.float().tolist(), b=b.tolist(), g=g.tolist(),
-             parts=[p.tolist() for p in parts], rs=rs.tolist(),
+             parts=[p.tolist() for p in parts], rs=rs.tolist(), prod=prod.tolist(),
+             mn=mn.tolist(), bf=bf.float().tolist(), flags=gathered_flags.tolist(),
              fallbacks=lz.debug.counter_value("fallback::all_reduce"))
         dist.barrier()
     """)
@@ -99,7 +115,11 @@ def test_collectives_give_every_rank_the_combined_values(n):
         np.testing.assert_array_equal(rec["g"], np.concatenate([base + q for q in range(n)]))
         for q, p in enumerate(rec["parts"]):
             np.testing.assert_array_equal(p, (base + q).reshape(2, 2))
-        np.testing.assert_array_equal(rec["rs"], [[n * (n + 1) / 2] * 4])
+        np.testing.assert_array_equal(rec["rs"], [[10 * r * n + n * (n - 1) / 2] * 4])
+        np.testing.assert_array_equal(rec["prod"], [float(np.prod(np.arange(1, n + 1))), 2.0 ** n])
+        np.testing.assert_array_equal(rec["mn"], base)
+        np.testing.assert_array_equal(rec["bf"], base + 1.5)
+        assert rec["flags"] == [q == 0 if i % 2 == 0 else True for q in range(n) for i in range(2)]
         assert rec["fallbacks"] == 0
 
 
@@ -160,6 +180,61 @@ def test_a_single_process_without_mpirun_is_a_group_of_one(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[-2] == "0 1 mpi [1.0, 1.0, 1.0]"
+
+
+@needs_mpi
+def test_ranks_about_to_run_different_collectives_all_raise_naming_each_ranks():
+    ranks = mpirun(2, """
+        dist.init_process_group("mpi")
+        r = dist.get_rank()
+        x = lz.ones(4 + r)  # rank 1's tensor is longer
+        dist.all_reduce(x)
+        try:
+            x.tolist()
+        except lz.ExecutionError as e:
+            emit(error=str(e))
+        dist.barrier()
+        y = lz.ones(3)  # the group is still usable afterwards
+        dist.all_reduce(y)
+        emit(after=y.tolist())
+    """)
+    for [failed, after] in ranks:
+        assert "the ranks are about to run different collectives" in failed["error"]
+        assert "rank 0: all_reduce float32[4] sum (program cut at <string>:" in failed["error"]
+        assert "rank 1: all_reduce float32[5] sum (program cut at <string>:" in failed["error"]
+        assert after["after"] == [2.0, 2.0, 2.0]
+
+
+@needs_mpi
+def test_a_rank_that_never_arrives_is_reported_after_the_timeout():
+    ranks = mpirun(2, """
+        dist.init_process_group("mpi")
+        if dist.get_rank() == 0:
+            x = lz.ones(2)
+            dist.all_reduce(x)
+            try:
+                x.tolist()
+            except lz.ExecutionError as e:
+                emit(error=str(e))
+        else:
+            emit(skipped=True)  # rank 1 runs no collective and exits
+    """, env={"LAZULI_DIST_TIMEOUT": "2"}, timeout=60)
+    assert "did not complete within 2 s (LAZULI_DIST_TIMEOUT)" in ranks[0][0]["error"]
+    assert ranks[1] == [{"skipped": True, "rank": 1}]
+
+
+@needs_mpi
+def test_an_uncaught_exception_on_one_rank_ends_every_rank():
+    out = mpirun(2, """
+        dist.init_process_group("mpi")
+        if dist.get_rank() == 1:
+            raise KeyError("only on rank 1")
+        x = lz.ones(2)
+        dist.all_reduce(x)  # rank 0 would wait here for rank 1 forever
+        x.tolist()
+    """, fails=True, timeout=60)
+    assert "KeyError: 'only on rank 1'" in out.stderr
+    assert "lazuli.distributed: rank 1 ends the job (an uncaught KeyError)" in out.stderr
 
 
 def test_without_a_process_group_collectives_say_how_to_start_one():

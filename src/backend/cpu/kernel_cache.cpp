@@ -77,8 +77,8 @@ std::string elf_build_id(const std::string& path) {
     for (size_t at = 0; at + sizeof(Elf64_Nhdr) <= notes.size();) {
       Elf64_Nhdr n{};
       std::memcpy(&n, notes.data() + at, sizeof n);
-      size_t name_at = at + sizeof n, desc_at = name_at + ((n.n_namesz + 3) & ~size_t{3});
-      size_t next = desc_at + ((n.n_descsz + 3) & ~size_t{3});
+      size_t name_at = at + sizeof n, desc_at = name_at + ((size_t{n.n_namesz} + 3) & ~size_t{3});
+      size_t next = desc_at + ((size_t{n.n_descsz} + 3) & ~size_t{3});
       if (next > notes.size()) break;
       if (n.n_type == NT_GNU_BUILD_ID && n.n_namesz == 4 && notes.compare(name_at, 4, std::string("GNU\0", 4)) == 0) {
         return notes.substr(desc_at, n.n_descsz);

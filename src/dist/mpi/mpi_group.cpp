@@ -4,9 +4,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "dist/process_group.h"
 
@@ -51,11 +54,18 @@ constexpr int64_t kMaxCount = int64_t{1} << 30;
 
 class MpiGroup final : public ProcessGroup {
  public:
+  // A communicator of its own over the world's ranks: the program's own MPI calls (mpi4py, say)
+  // never pair with Lazuli's, and its error handler stays the program's.
   MpiGroup() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
     // Errors come back as codes (the default aborts every rank), so a failure raises.
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::abort();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -66,31 +76,55 @@ class MpiGroup final : public ProcessGroup {
     size_t esize = dtype_bytes(dtype);
     for (int64_t at = 0; at < count; at += kMaxCount) {
       int n = static_cast<int>(std::min(kMaxCount, count - at));
-      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(buf) + at * esize, n, t, mpi_op(op), MPI_COMM_WORLD),
-            "MPI_Allreduce");
+      MPI_Request req;
+      check(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(buf) + at * esize, n, t, mpi_op(op), comm_, &req),
+            "MPI_Iallreduce");
+      wait(req, "all_reduce");
     }
   }
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
     if (count > kMaxCount) throw std::runtime_error("all_gather of more than 2**30 elements per rank");
-    check(MPI_Allgather(in, static_cast<int>(count), mpi_type(dtype, false), out, static_cast<int>(count),
-                        mpi_type(dtype, false), MPI_COMM_WORLD),
-          "MPI_Allgather");
+    MPI_Request req;
+    check(MPI_Iallgather(in, static_cast<int>(count), mpi_type(dtype, false), out, static_cast<int>(count),
+                         mpi_type(dtype, false), comm_, &req),
+          "MPI_Iallgather");
+    wait(req, "all_gather");
   }
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, Reduce op) override {
     if (count > kMaxCount) throw std::runtime_error("reduce_scatter of more than 2**30 elements per rank");
-    check(MPI_Reduce_scatter_block(in, out, static_cast<int>(count), mpi_type(dtype, true), mpi_op(op),
-                                   MPI_COMM_WORLD),
-          "MPI_Reduce_scatter_block");
+    MPI_Request req;
+    check(MPI_Ireduce_scatter_block(in, out, static_cast<int>(count), mpi_type(dtype, true), mpi_op(op),
+                                    comm_, &req),
+          "MPI_Ireduce_scatter_block");
+    wait(req, "reduce_scatter");
   }
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
     MPI_Datatype t = mpi_type(dtype, false);
     size_t esize = dtype_bytes(dtype);
     for (int64_t at = 0; at < count; at += kMaxCount) {
       int n = static_cast<int>(std::min(kMaxCount, count - at));
-      check(MPI_Bcast(static_cast<char*>(buf) + at * esize, n, t, root, MPI_COMM_WORLD), "MPI_Bcast");
+      MPI_Request req;
+      check(MPI_Ibcast(static_cast<char*>(buf) + at * esize, n, t, root, comm_, &req), "MPI_Ibcast");
+      wait(req, "broadcast");
     }
   }
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    MPI_Request req;
+    check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    wait(req, "barrier");
+  }
+  std::vector<std::string> exchange(const std::string& record) override {
+    std::string all(record.size() * static_cast<size_t>(size_), '\0');
+    MPI_Request req;
+    check(MPI_Iallgather(record.data(), static_cast<int>(record.size()), MPI_BYTE, all.data(),
+                         static_cast<int>(record.size()), MPI_BYTE, comm_, &req),
+          "MPI_Iallgather");
+    wait(req, "the check that every rank runs the same collectives");
+    std::vector<std::string> out;
+    for (int r = 0; r < size_; ++r) out.push_back(all.substr(static_cast<size_t>(r) * record.size(), record.size()));
+    return out;
+  }
+  void set_timeout(double seconds) override { timeout_ = seconds; }
 
  private:
   static size_t dtype_bytes(DType t) {
@@ -105,39 +139,69 @@ class MpiGroup final : public ProcessGroup {
     }
     return 1;
   }
+  // Non-blocking operations waited for here, so a wait is bounded: MPI's blocking calls would
+  // wait forever for a rank that never comes. Polls MPI_Test (what blocking calls do inside),
+  // sleeping between polls once an operation has taken a while.
+  void wait(MPI_Request& req, const char* what) const {
+    const auto start = std::chrono::steady_clock::now();
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+      if (done) return;
+      if (polls < 10000) continue;
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (timeout_ > 0 && waited > timeout_) {
+        throw std::runtime_error(std::string(what) + " did not complete within " + std::to_string(static_cast<int64_t>(timeout_)) +
+                                 " s (LAZULI_DIST_TIMEOUT): a rank is elsewhere (running other programs, or "
+                                 "a value read the others do not make) or has died");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 10 : 200));
+    }
+  }
+  MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  double timeout_ = 0;
 };
 
 }  // namespace
 }  // namespace lz::dist
 
+static bool g_initialized_here = false;  // MPI_Init_thread was ours: MPI_Finalize at exit is ours too
+
 // Initializes MPI (for any thread: programs run on the device's executor thread) unless the
 // program already did, and returns the world group; null with *why on failure.
-extern "C" __attribute__((visibility("default"))) lz::dist::ProcessGroup* lazuli_create_mpi_group(std::string* why) {
+extern "C" __attribute__((visibility("default"))) lz::dist::ProcessGroup* lazuli_create_mpi_group_abi1(
+    std::string* why) {
+  static_assert(lz::dist::kProcessGroupAbi == 1, "rename the entry point with the interface's version");
   try {
-    int initialized = 0;
+    int initialized = 0, provided = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
-      int provided = 0;
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         *why = "MPI_Init_thread failed";
         return nullptr;
       }
-      if (provided < MPI_THREAD_SERIALIZED) {
-        *why = "this MPI cannot be called from the thread that runs programs (it provides thread level " +
-               std::to_string(provided) + ", Lazuli needs MPI_THREAD_SERIALIZED)";
-        return nullptr;
-      }
-      // Open MPI's launcher reports a rank that exits without MPI_Finalize as failed.
-      std::atexit([] {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
-      });
+      g_initialized_here = true;
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      *why = "this MPI cannot be called from the thread that runs programs (it provides thread level " +
+             std::to_string(provided) + ", Lazuli needs MPI_THREAD_SERIALIZED; initialize MPI with "
+             "MPI_Init_thread, or let Lazuli initialize it)";
+      return nullptr;
     }
     return new lz::dist::MpiGroup();
   } catch (const std::exception& e) {
     *why = e.what();
     return nullptr;
   }
+}
+
+// At process exit (dist/process_group.cpp, after the queued programs finished): Open MPI's
+// launcher reports a rank that exits without MPI_Finalize as failed.
+extern "C" __attribute__((visibility("default"))) void lazuli_mpi_shutdown() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g_initialized_here && !finalized) MPI_Finalize();
 }
