@@ -140,22 +140,24 @@ class MpiGroup final : public ProcessGroup {
     return 1;
   }
   // Non-blocking operations waited for here, so a wait is bounded: MPI's blocking calls would
-  // wait forever for a rank that never comes. Polls MPI_Test (what blocking calls do inside),
-  // sleeping between polls once an operation has taken a while.
+  // wait forever for a rank that never comes. Polls MPI_Test, which is also what moves a
+  // non-blocking collective on (Open MPI progresses it only inside MPI calls): without pause for
+  // the first half second, as a blocking call spins, then with short sleeps, so a rank waiting
+  // for a late one does not hold a core.
   void wait(MPI_Request& req, const char* what) const {
     const auto start = std::chrono::steady_clock::now();
-    for (int polls = 0;; ++polls) {
+    for (int64_t polls = 1;; ++polls) {
       int done = 0;
       check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
       if (done) return;
-      if (polls < 10000) continue;
+      if (polls % 1024 != 0) continue;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (timeout_ > 0 && waited > timeout_) {
         throw std::runtime_error(std::string(what) + " did not complete within " + std::to_string(static_cast<int64_t>(timeout_)) +
                                  " s (LAZULI_DIST_TIMEOUT): a rank is elsewhere (running other programs, or "
                                  "a value read the others do not make) or has died");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(polls < 20000 ? 10 : 200));
+      if (waited > 0.5) std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
   MPI_Comm comm_ = MPI_COMM_NULL;
