@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/hash.h"
+#include "core/library_path.h"
 #include "lazuli/error.h"
 
 namespace lz::dist {
@@ -18,19 +19,6 @@ namespace {
 
 std::mutex g_mu;  // guards g_world
 std::shared_ptr<ProcessGroup> g_world;
-
-// The plugin of engine `name` sits beside the object holding this function (liblazuli.so, or the
-// Python package's copy), as the code generator does (backend/cpu/kernel_cache.cpp).
-std::string plugin_path(const std::string& name) {
-  Dl_info info{};
-  std::string file = "liblazuli_" + name + ".so";
-  if (dladdr(reinterpret_cast<void*>(&plugin_path), &info) && info.dli_fname) {
-    std::string self = info.dli_fname;
-    size_t slash = self.rfind('/');
-    if (slash != std::string::npos) return self.substr(0, slash + 1) + file;
-  }
-  return file;
-}
 
 void (*g_before_shutdown)() = nullptr;
 void (*g_engine_shutdown)() = nullptr;  // the loaded plugin's (MPI_Finalize), run once at exit
@@ -71,7 +59,7 @@ void shutdown_at_exit() {
 }
 
 std::shared_ptr<ProcessGroup> load_mpi() {
-  std::string path = plugin_path("mpi");
+  std::string path = sibling_library_path("liblazuli_mpi.so");
   // RTLD_GLOBAL: Open MPI opens its own components with dlopen and they look for libmpi's
   // symbols in the global scope.
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);

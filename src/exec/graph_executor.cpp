@@ -383,8 +383,13 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     record.inputs = po.params.size();
     record.outputs = roots.values.size();
     record.frames = std::move(frames);
-    std::string cut_site = record.frames.empty() ? std::string(cut_reason_id(cfg.reason))
-                                                 : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
+    // A program holding collectives carries them and where it was cut, for the ranks' check
+    // before it runs (compiled_program.h).
+    std::string collectives = describe_collectives(po.nodes), cut_site;
+    if (!collectives.empty()) {
+      cut_site = record.frames.empty() ? std::string(cut_reason_id(cfg.reason))
+                                       : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
+    }
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
     if (record.compiled) {
       std::string site = !cfg.name.empty() ? program_key(cfg.name)
@@ -412,7 +417,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     for (size_t i = 0; i < po.nodes.size(); ++i) {
       if (po.nodes[i]->origin) program.origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
     }
-    program.collectives = describe_collectives(po.nodes);
+    program.collectives = std::move(collectives);
     program.site = std::move(cut_site);
     if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
     if (cfg.compile_only) {

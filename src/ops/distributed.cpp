@@ -28,6 +28,12 @@ ir::CollectiveAttrs attrs_for(const dist::ProcessGroup& g, CollectiveAttrs::Redu
   return a;
 }
 
+// v / the group's size (AVG's second half).
+ir::Value divide_by_size(ir::Value v, const dist::ProcessGroup& g) {
+  if (g.size() == 1) return v;
+  return frontend::node(ir::OpKind::Div, {v, frontend::scalar_value(Scalar(static_cast<double>(g.size())), v.dtype())});
+}
+
 CollectiveAttrs::Reduce reduce_of(distributed::ReduceOp op) {
   switch (op) {
     case distributed::ReduceOp::SUM:
@@ -68,9 +74,7 @@ ir::Value reduction(ir::OpKind kind, const Tensor& x, distributed::ReduceOp op, 
   const bool widen = is_reduced_float(dt);
   if (widen) v = frontend::cast(v, DType::Float32);
   v = frontend::node(kind, {v}, attrs_for(*g, reduce_of(op)));
-  if (op == distributed::ReduceOp::AVG && g->size() > 1) {
-    v = frontend::node(ir::OpKind::Div, {v, frontend::scalar_value(Scalar(static_cast<double>(g->size())), v.dtype())});
-  }
+  if (op == distributed::ReduceOp::AVG) v = divide_by_size(v, *g);
   return widen ? frontend::cast(v, dt) : v;
 }
 
@@ -85,9 +89,7 @@ namespace frontend {
 
 ir::Value average_over_world(ir::Value v, const char* op) {
   std::shared_ptr<dist::ProcessGroup> g = dist::require_world(op);
-  ir::Value s = frontend::node(ir::OpKind::AllReduce, {v}, attrs_for(*g, CollectiveAttrs::Sum));
-  if (g->size() == 1) return s;
-  return frontend::node(ir::OpKind::Div, {s, scalar_value(Scalar(static_cast<double>(g->size())), s.dtype())});
+  return divide_by_size(frontend::node(ir::OpKind::AllReduce, {v}, attrs_for(*g, CollectiveAttrs::Sum)), *g);
 }
 
 }  // namespace frontend

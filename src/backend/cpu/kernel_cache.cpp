@@ -23,6 +23,7 @@
 #include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
 #include "core/config.h"
+#include "core/library_path.h"
 #include "core/debug_write.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
@@ -42,17 +43,7 @@ namespace {
 
 constexpr size_t kMemoryKernels = 4096;
 
-// The code generator library sits beside the object that holds this function (liblazuli.so or
-// the Python extension).
-std::string jit_library_path() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&jit_library_path), &info) && info.dli_fname) {
-    std::string self = info.dli_fname;
-    size_t slash = self.rfind('/');
-    if (slash != std::string::npos) return self.substr(0, slash + 1) + "liblazuli_jit.so";
-  }
-  return "liblazuli_jit.so";
-}
+std::string jit_library_path() { return sibling_library_path("liblazuli_jit.so"); }
 
 // The linker's build ID of an ELF shared library (a hash of what it linked; GNU ld writes it by
 // default), or "" where it has none or the file is unreadable. Found through the section headers:

@@ -73,14 +73,10 @@ class MpiGroup final : public ProcessGroup {
 
   void all_reduce(void* buf, int64_t count, DType dtype, Reduce op) override {
     MPI_Datatype t = mpi_type(dtype, true);
-    size_t esize = dtype_bytes(dtype);
-    for (int64_t at = 0; at < count; at += kMaxCount) {
-      int n = static_cast<int>(std::min(kMaxCount, count - at));
-      MPI_Request req;
-      check(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(buf) + at * esize, n, t, mpi_op(op), comm_, &req),
-            "MPI_Iallreduce");
-      wait(req, "all_reduce");
-    }
+    in_pieces(buf, count, dtype, [&](char* piece, int n, MPI_Request* req) {
+      check(MPI_Iallreduce(MPI_IN_PLACE, piece, n, t, mpi_op(op), comm_, req), "MPI_Iallreduce");
+      wait(*req, "all_reduce");
+    });
   }
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
     if (count > kMaxCount) throw std::runtime_error("all_gather of more than 2**30 elements per rank");
@@ -100,13 +96,10 @@ class MpiGroup final : public ProcessGroup {
   }
   void broadcast(void* buf, int64_t count, DType dtype, int root) override {
     MPI_Datatype t = mpi_type(dtype, false);
-    size_t esize = dtype_bytes(dtype);
-    for (int64_t at = 0; at < count; at += kMaxCount) {
-      int n = static_cast<int>(std::min(kMaxCount, count - at));
-      MPI_Request req;
-      check(MPI_Ibcast(static_cast<char*>(buf) + at * esize, n, t, root, comm_, &req), "MPI_Ibcast");
-      wait(req, "broadcast");
-    }
+    in_pieces(buf, count, dtype, [&](char* piece, int n, MPI_Request* req) {
+      check(MPI_Ibcast(piece, n, t, root, comm_, req), "MPI_Ibcast");
+      wait(*req, "broadcast");
+    });
   }
   void barrier() override {
     MPI_Request req;
@@ -127,6 +120,16 @@ class MpiGroup final : public ProcessGroup {
   void set_timeout(double seconds) override { timeout_ = seconds; }
 
  private:
+  // An in-place operation over `count` elements, in pieces MPI's int counts can hold.
+  template <class F>
+  static void in_pieces(void* buf, int64_t count, DType dtype, F&& op) {
+    const size_t esize = dtype_bytes(dtype);
+    for (int64_t at = 0; at < count; at += kMaxCount) {
+      MPI_Request req;
+      op(static_cast<char*>(buf) + static_cast<size_t>(at) * esize, static_cast<int>(std::min(kMaxCount, count - at)), &req);
+    }
+  }
+  // lz::dtype_size's values: this library does not link liblazuli.
   static size_t dtype_bytes(DType t) {
     switch (t) {
       case DType::Float64:
