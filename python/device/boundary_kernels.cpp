@@ -7,8 +7,11 @@
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "core/shape.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
 #include "transfer.h"
@@ -123,10 +126,40 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 // A new torch tensor over the same Lazuli tensor: detach() and alias share its value.
 at::Tensor detach(const at::Tensor& self) { return wrap(value_of(self, "self")); }
 
-// as_strided over a lazy value: the elements at offset + sum(i * stride) of the base's values
-// in row-major order, gathered. A copy, not a view: autograd reads through it (its backward of
-// views); a write into it would not reach the base, so views PyTorch makes for writing are made
-// by replaying their view ops instead (view replay is on for device tensors: _device.py).
+// The view as_strided(size, stride, offset) names over a contiguous `v`, when one of Lazuli's
+// views (flat slice, view, permute) reaches the same elements: the strides, sorted, are a dense
+// row-major layout of the sizes, inside v's elements. DistributedDataParallel's gradient buckets
+// are such views of one flat buffer, written through. nullopt where there is none.
+std::optional<lz::Tensor> as_strided_view(const lz::Tensor& v, const lz::IntList& sizes,
+                                          c10::IntArrayRef stride, int64_t offset) {
+  if (v.strides() != lz::contiguous_strides(lz::Shape(v.shape()))) return std::nullopt;
+  const size_t n = sizes.size();
+  std::vector<size_t> order(n);  // dims from the largest stride to the smallest
+  for (size_t d = 0; d < n; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stride[a] > stride[b]; });
+  int64_t numel = 1, expected = 1;
+  for (size_t i = n; i-- > 0;) {
+    const size_t d = order[i];
+    if (sizes[d] != 1 && stride[d] != expected) return std::nullopt;
+    expected *= sizes[d];
+    numel *= sizes[d];
+  }
+  if (offset < 0 || offset + numel > v.numel()) return std::nullopt;
+  lz::IntList dense(n), inverse(n), perm(n);
+  for (size_t i = 0; i < n; ++i) {
+    dense[i] = sizes[order[i]];
+    perm[i] = static_cast<int64_t>(order[i]);
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  lz::Tensor flat = lz::slice(lz::view(v, {-1}), 0, offset, offset + numel);
+  return lz::permute(lz::view(flat, dense), inverse);
+}
+
+// as_strided over a lazy value: a view where Lazuli has one (as_strided_view), else the elements
+// at offset + sum(i * stride) of the base's values in row-major order, gathered. The gather is a
+// copy: autograd reads through it (its backward of views); a write into it would not reach the
+// base, so views PyTorch makes for writing are made by replaying their view ops instead (view
+// replay is on for device tensors: _device.py).
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   try {
@@ -137,6 +170,7 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
       return wrap(v);
     }
     int64_t offset = storage_offset.value_or(0);
+    if (std::optional<lz::Tensor> view = as_strided_view(v, sizes, stride, offset)) return wrap(*view);
     lz::Tensor index = lz::full({}, offset, lz::DType::Int64);
     for (size_t d = 0; d < sizes.size(); ++d) {
       lz::IntList shape(sizes.size(), 1);

@@ -1,6 +1,14 @@
 #include "lazuli_tensor.h"
 
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/StorageImpl.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "tensor/lazy_tensor.h"
 
 namespace lzdev {
 
@@ -45,16 +53,53 @@ c10::ScalarType torch_dtype(lz::DType t) {
   return c10::ScalarType::Undefined;
 }
 
+namespace {
+
+// The storage that stands for the data of `value`'s root (the tensor its views read and write
+// through): one per root, so `is_alias_of` is true exactly for a tensor and its views, as in eager
+// PyTorch (DistributedDataParallel's reducer asks it of every gradient). It holds no bytes and no
+// pointer; has_storage() stays false, so data_ptr(), torch.save and deepcopy take the
+// storage-less routes (values leave through .cpu()).
+c10::Storage identity_storage(const lz::Tensor& value, c10::DeviceIndex index) {
+  std::shared_ptr<lz::internal::TensorImpl> root = value.impl();
+  while (std::shared_ptr<lz::internal::TensorImpl> base = root->view_base()) root = std::move(base);
+  struct Entry {
+    std::weak_ptr<lz::internal::TensorImpl> root;  // expired: the address may be another root's
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  };
+  static std::mutex mu;
+  static std::unordered_map<const void*, Entry> roots;
+  static size_t sweep_at = 1024;
+  std::lock_guard<std::mutex> l(mu);
+  auto it = roots.find(root.get());
+  if (it != roots.end() && !it->second.root.expired()) {
+    if (c10::intrusive_ptr<c10::StorageImpl> s = it->second.storage.lock()) return c10::Storage(std::move(s));
+  }
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, index)),
+      nullptr, /*resizable=*/false);
+  roots.insert_or_assign(root.get(), Entry{root, c10::weak_intrusive_ptr<c10::StorageImpl>(storage)});
+  if (roots.size() >= sweep_at) {  // entries of roots and storages gone
+    std::erase_if(roots, [](const auto& e) { return e.second.root.expired() || e.second.storage.expired(); });
+    sweep_at = std::max<size_t>(1024, 2 * roots.size());
+  }
+  return c10::Storage(std::move(storage));
+}
+
+}  // namespace
+
 LazuliTensorImpl::LazuliTensorImpl(lz::Tensor value, c10::DeviceIndex index)
     : c10::TensorImpl(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                       c10::scalarTypeToTypeMeta(torch_dtype(value.dtype())),
                       c10::Device(c10::DeviceType::PrivateUse1, index)),
       value_(std::move(value)) {
-  set_storage_access_should_throw();
   refresh_metadata();
 }
 
+bool LazuliTensorImpl::has_storage() const { return false; }
+
 void LazuliTensorImpl::refresh_metadata() {
+  storage_ = identity_storage(value_, device().index());
   data_type_ = c10::scalarTypeToTypeMeta(torch_dtype(value_.dtype()));
   set_sizes_and_strides(value_.shape(), value_.strides());
   refresh_numel();

@@ -1,8 +1,9 @@
 // A PyTorch tensor on the lazy Lazuli device: a c10::TensorImpl whose value is a Lazuli tensor
 // (lz::Tensor, in one of its four states), with no storage of its own. Sizes and strides are the
 // Lazuli tensor's (a Lazuli view reports the strides PyTorch would give it), so aliasing rules
-// and is_contiguous() read as in eager PyTorch. data_ptr() and storage() raise, as on PyTorch's
-// own lazy devices: values leave through .cpu() or .item() (value reads, DESIGN.md 4).
+// and is_contiguous() read as in eager PyTorch. data_ptr() raises, as on PyTorch's own lazy
+// devices: values leave through .cpu() or .item() (value reads, DESIGN.md 4). storage() is an
+// empty storage per root tensor, so is_alias_of() answers as in eager PyTorch.
 //
 // Identity: the impl shares the Lazuli tensor's handle, so an in-place op recorded on the Lazuli
 // tensor (it takes a new IR value) is seen by every torch tensor over it; detach() and .data
@@ -33,6 +34,10 @@ class LazuliTensorImpl final : public c10::TensorImpl {
   void set_read_only(std::string reason) { read_only_ = std::move(reason); }
   // Throws, naming `op`, if this tensor may not be written.
   void check_writable(const std::string& op) const;
+
+  // False: the storage it holds has no bytes and only says which tensors alias (a tensor and its
+  // views share one), so data_ptr() raises and torch.save copies the values out through .cpu().
+  bool has_storage() const override;
 
   c10::intrusive_ptr<c10::TensorImpl> shallow_copy_and_detach(
       const c10::VariableVersion& version_counter,

@@ -148,6 +148,10 @@ def _register():
     # A device op's cut or fallback names the user's line, not torch's module code.
     from ._boundary import torch_frames_are_library
     torch_frames_are_library()
+    # torch.distributed's "lazuli" backend: collectives on device tensors are recorded nodes.
+    if torch.distributed.is_available():
+        from . import _distributed
+        _distributed.register()
     # Not set here: torch.__future__.set_swap_module_params_on_conversion, which would keep
     # Parameter objects (and so tied weights) across model.to("lazuli"), is process-wide and
     # makes load_state_dict fail on any parameter something holds a weak reference to (compiled

@@ -184,6 +184,35 @@ def test_manual_seed_repeats_dropout_masks_without_recompiling():
     assert counter("UncachedCompile") == compiles  # the seed and the key are data
 
 
+def test_as_strided_over_a_dense_region_is_a_view_that_writes_reach():
+    # DistributedDataParallel's gradient buckets: dense views of one flat buffer, written through.
+    got, want = torch.zeros(200, device=DEV), torch.zeros(200)
+    for t in (got, want):
+        t.as_strided((16, 6), (6, 1), 10).copy_(torch.arange(96.0).reshape(16, 6).to(t.device))
+        t.as_strided((3, 4), (1, 3), 120).copy_(torch.arange(12.0).reshape(3, 4).to(t.device))
+    assert got.as_strided((3, 4), (1, 3), 120).stride() == (1, 3)
+    torch.testing.assert_close(got.cpu(), want)
+    # Not a dense region (overlapping windows): a copy, and writing into it says why it raises.
+    windows = got.as_strided((3, 4), (2, 1), 0)
+    torch.testing.assert_close(windows.cpu(), want.as_strided((3, 4), (2, 1), 0))
+    with pytest.raises(RuntimeError, match="as_strided"):
+        windows.add_(1)
+
+
+def test_a_tensor_and_its_views_share_a_storage_and_nothing_else_does():
+    # One empty storage per root tensor: at::Tensor::is_alias_of (DDP's reducer asks it of every
+    # gradient) compares storages.
+    def storage(t):
+        return t.untyped_storage()._cdata
+
+    a = torch.ones(4, device=DEV)
+    assert storage(a.view(2, 2)) == storage(a) == storage(a[1:])
+    assert storage(a) != storage(torch.ones(4, device=DEV)) and storage(a + 1) != storage(a)
+    assert a.untyped_storage().nbytes() == 0
+    with pytest.raises(RuntimeError):
+        a.data_ptr()
+
+
 def test_save_and_load_device_tensors(tmp_path):
     model = mlp().to(DEV)
     path = tmp_path / "model.pt"
