@@ -33,7 +33,7 @@ class TorchEngine final : public lz::dist::ProcessGroup {
 
   int rank() const override { return backend_->getRank(); }
   int size() const override { return backend_->getSize(); }
-  std::string engine() const override { return "torch.distributed:" + backend_->getBackendName(); }
+  std::string engine() const override { return backend_->getBackendName(); }  // "gloo"
 
   void all_reduce(void* buf, int64_t count, lz::DType dtype, Reduce op) override {
     std::vector<at::Tensor> t{blob(buf, count, dtype)};
@@ -142,12 +142,10 @@ class TorchEngine final : public lz::dist::ProcessGroup {
 void use_process_group(const std::string& group_name) {
   try {
     std::shared_ptr<lz::dist::ProcessGroup> current = lz::dist::world();
-    if (current && current->engine().rfind("torch.distributed:", 0) != 0) {
-      throw lz::Error(
-          "torch.distributed on the lazuli device: Lazuli's own process group is "
-          "already started on \"" +
-          current->engine() +
-          "\" (lazuli.distributed.init_process_group); one process has one group");
+    if (current && current->engine() == "mpi") {
+      throw lz::Error("torch.distributed on the lazuli device: Lazuli's own process group is "
+                      "already started on MPI (lazuli.distributed.init_process_group(\"mpi\")); "
+                      "one process has one group");
     }
     lz::wait();
     if (group_name.empty()) {

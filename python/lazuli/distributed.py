@@ -28,13 +28,22 @@ __all__ = ["ReduceOp", "init_process_group", "is_initialized", "get_rank", "get_
 
 
 def init_process_group(backend="mpi", *, world_size=-1, rank=-1):
-    """Starts the default group on ``backend`` ("mpi"): the ranks and their number come from
-    the launcher (``mpirun``). ``world_size`` and ``rank``, when given, are checked against it.
+    """Starts the default group on ``backend``: ``"mpi"`` (the system's MPI; ranks from
+    ``mpirun``) or ``"gloo"`` (torch.distributed's gloo; ranks from ``torchrun``'s environment,
+    needs PyTorch). ``world_size`` and ``rank``, when given, are checked against the launcher's.
 
     From then on an exception nobody catches ends every rank of a group of more than one
     (``abort``), after its traceback is printed: the other ranks would otherwise wait for this
     one in their next collective."""
-    _d.init_process_group(backend)
+    if backend == "gloo":
+        _init_gloo()
+    else:
+        if backend == "mpi" and _started_by_torchrun():
+            raise RuntimeError(
+                "init_process_group: this process was started by torchrun (RANK and WORLD_SIZE "
+                "are set), which MPI cannot join: use init_process_group(\"gloo\") under "
+                "torchrun, or start the program with mpirun")
+        _d.init_process_group(backend)
     for name, given, actual in (("world_size", world_size, _d.get_world_size()),
                                 ("rank", rank, _d.get_rank())):
         if given != -1 and given != actual:
@@ -42,6 +51,35 @@ def init_process_group(backend="mpi", *, world_size=-1, rank=-1):
             raise ValueError(f"init_process_group: {name}={given}, but the launcher started this "
                              f"process with {name} {actual}")
     _install_abort_on_uncaught()
+
+
+def _started_by_torchrun():
+    import os
+    return ("TORCHELASTIC_RUN_ID" in os.environ and "WORLD_SIZE" in os.environ
+            and "OMPI_COMM_WORLD_SIZE" not in os.environ)
+
+
+def _init_gloo():
+    """The world group over torch.distributed's gloo, with torchrun's rendezvous (env://: RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT): the engine the lazy device's "lazuli" backend uses."""
+    try:
+        import torch.distributed as tdist
+    except ImportError as e:
+        raise RuntimeError("init_process_group(\"gloo\") runs collectives on torch.distributed's "
+                           "gloo and needs PyTorch; without it, use \"mpi\" (mpirun)") from e
+    import os
+    from datetime import timedelta
+
+    import lazuli.torch as lzt
+    lzt.device()  # loads the device library, which holds the gloo engine
+    from lazuli.torch._distributed import start_engine
+    seconds = float(os.environ.get("LAZULI_DIST_TIMEOUT") or 600) or 86400.0
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(f"init_process_group(\"gloo\"): {', '.join(missing)} not set; start the "
+                           f"program with torchrun (or set them as torchrun does)")
+    store, rank, size = next(tdist.rendezvous("env://", timeout=timedelta(seconds=seconds)))
+    start_engine(tdist.PrefixStore("lazuli-native/", store), rank, size, timedelta(seconds=seconds))
 
 
 def abort(code=1):

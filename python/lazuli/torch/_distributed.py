@@ -49,6 +49,25 @@ def _device(core):
     return torch.ops.lazuli._take(_C._put_tensors([core]))[0]
 
 
+def start_engine(store, rank, size, timeout):
+    """Makes a gloo group of its own (on a prefix of `store`) the engine of Lazuli's world group:
+    the collectives of Lazuli's programs run on it, from the device's executor thread."""
+    engine = c10d.ProcessGroup(rank, size)
+    engine._register_backend(torch.device("cpu"), c10d.ProcessGroup.BackendType.GLOO,
+                             c10d.ProcessGroupGloo(c10d.PrefixStore("lazuli-engine/", store),
+                                                   rank, size, timeout))
+    # c10d's group registry is how the device library (C++) reaches a group made in Python.
+    name = f"lazuli-engine-{next(_engines)}"
+    c10d._register_process_group(name, engine)
+    try:
+        torch.ops.lazuli._use_process_group(name)
+    finally:
+        c10d._unregister_process_group(name)
+    if not _release_engine.registered:
+        atexit.register(_release_engine)
+        _release_engine.registered = True
+
+
 def _release_engine():
     """Lets the engine go once the programs queued on it ran (at shutdown, or at exit for a
     group nobody destroyed: gloo's threads must not outlive the interpreter)."""
@@ -80,21 +99,7 @@ class _LazuliBackend(c10d.Backend):
 
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
-        # The engine: its own gloo on its own store prefix, registered under a name the device
-        # library resolves (c10d's group registry is how C++ reaches a Python-made group).
-        engine = c10d.ProcessGroup(rank, size)
-        engine._register_backend(torch.device("cpu"), c10d.ProcessGroup.BackendType.GLOO,
-                                 c10d.ProcessGroupGloo(c10d.PrefixStore("lazuli-engine/", store),
-                                                       rank, size, timeout))
-        name = f"lazuli-engine-{next(_engines)}"
-        c10d._register_process_group(name, engine)
-        try:
-            torch.ops.lazuli._use_process_group(name)
-        finally:
-            c10d._unregister_process_group(name)
-        if not _release_engine.registered:
-            atexit.register(_release_engine)
-            _release_engine.registered = True
+        start_engine(store, rank, size, timeout)
         self._cpu = c10d.ProcessGroupGloo(c10d.PrefixStore("lazuli-cpu/", store), rank, size,
                                           timeout)
 

@@ -149,3 +149,56 @@ def test_ranks_recording_different_collectives_raise_on_every_rank(ranks):
     for r in ranks:
         assert r["divergence"] is not None, "a divergent step ran"
         assert "rank 0" in r["divergence"] and "rank 1" in r["divergence"], r["divergence"]
+
+
+NATIVE = textwrap.dedent("""
+    import json, os, sys
+    import lazuli as lz
+    import lazuli.distributed as dist
+
+    try:
+        dist.init_process_group("mpi")
+        mpi_error = None
+    except RuntimeError as e:
+        mpi_error = str(e)
+    dist.init_process_group("gloo")  # torchrun's environment, torch.distributed's gloo
+    rank, world = dist.get_rank(), dist.get_world_size()
+    t = lz.full([3], float(rank + 1))
+    dist.all_reduce(t)
+    lz.manual_seed(0)
+    X = lz.randn([8, 4])
+    lz.manual_seed(1)
+    model = lz.nn.Linear(4, 2)
+    ddp = lz.nn.parallel.DistributedDataParallel(model)
+    y = ddp(X[rank * 4:(rank + 1) * 4])
+    (y * y).mean().backward()
+    lz.sync()
+    out = dict(mpi_error=mpi_error, backend=dist.get_backend(), all_reduce=t.numpy().tolist(),
+               grad=model.weight.grad.numpy().tolist(), x=X.numpy().tolist(),
+               weight=model.weight.numpy().tolist(), bias=model.bias.numpy().tolist())
+    with open(os.path.join(sys.argv[1], f"native{rank}.json"), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+""")
+
+
+def test_the_native_api_runs_under_torchrun_on_gloo(tmp_path):
+    np = pytest.importorskip("numpy")
+    script = tmp_path / "native.py"
+    script.write_text(NATIVE)
+    env = dict(os.environ, OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", str(script), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = [json.loads((tmp_path / f"native{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        assert "torchrun" in r["mpi_error"] and "gloo" in r["mpi_error"], r["mpi_error"]
+        assert r["backend"] == "gloo"
+        assert r["all_reduce"] == [3.0, 3.0, 3.0]
+    # The averaged gradient is the gradient of the mean loss over the whole batch.
+    x, w, b = (np.array(ranks[0][k]) for k in ("x", "weight", "bias"))
+    y = x @ w.T + b
+    want = 2 * (y.T @ x) / y.size
+    np.testing.assert_allclose(ranks[0]["grad"], want, rtol=1e-5, atol=1e-6)
+    assert ranks[0]["grad"] == ranks[1]["grad"]
