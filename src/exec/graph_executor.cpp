@@ -142,50 +142,81 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
   return extra.tensors.size();
 }
 
+namespace {
+
+int64_t collective_sequence(const ir::Node* n) {
+  return std::get<ir::CollectiveAttrs>(n->attrs).sequence;
+}
+
+}  // namespace
+
 PostOrder post_order(const std::vector<ir::Value>& roots) {
-  PostOrder po;
   // Visited nodes carry this traversal's epoch; one traversal at a time owns the marks (syncs
   // hold the executor mutex, but dumps, graph_hash() and compile regions traverse without it).
   static std::mutex traversal_mu;  // guards epoch and every node's visit_mark and visit_index
   static uint64_t epoch = 0;
   std::lock_guard<std::mutex> traversal(traversal_mu);
-  const uint64_t mark = ++epoch;
-  auto visit = [mark](const ir::Node* n) {
-    if (n->visit_mark == mark) return false;
-    n->visit_mark = mark;
-    return true;
-  };
-  std::unordered_map<const DeviceBuffer*, int> buffer_param;
-  struct Frame {
-    const ir::NodePtr* node;
-    size_t next;
-  };
-  std::vector<Frame> stack;
-  for (const ir::Value& root : roots) {
-    if (!visit(root.node.get())) continue;
-    stack.push_back({&root.node, 0});
-    while (!stack.empty()) {
-      Frame& f = stack.back();
-      const ir::Node* n = f.node->get();
-      if (f.next < n->operands.size()) {
-        const ir::NodePtr& child = n->operands[f.next++].node;
-        if (visit(child.get())) stack.push_back({&child, 0});
-        continue;
+  // Depth first from `leading` (collectives, in recording order), then from the roots in order.
+  // `collectives`, when given, receives each collective met, with the pointer it was reached by.
+  auto traverse = [&roots](const std::vector<const ir::NodePtr*>& leading,
+                           std::vector<const ir::NodePtr*>* collectives) {
+    PostOrder po;
+    const uint64_t mark = ++epoch;
+    auto visit = [mark](const ir::Node* n) {
+      if (n->visit_mark == mark) return false;
+      n->visit_mark = mark;
+      return true;
+    };
+    std::unordered_map<const DeviceBuffer*, int> buffer_param;
+    struct Frame {
+      const ir::NodePtr* node;
+      size_t next;
+    };
+    std::vector<Frame> stack;
+    auto from = [&](const ir::NodePtr* start) {
+      if (!visit(start->get())) return;
+      stack.push_back({start, 0});
+      while (!stack.empty()) {
+        Frame& f = stack.back();
+        const ir::Node* n = f.node->get();
+        if (f.next < n->operands.size()) {
+          const ir::NodePtr& child = n->operands[f.next++].node;
+          if (visit(child.get())) stack.push_back({&child, 0});
+          continue;
+        }
+        for (const ir::Value& v : n->operands) po.topology.push_back(v.node->visit_index);
+        n->visit_index = static_cast<int32_t>(po.nodes.size());
+        po.nodes.push_back(n);
+        po.use_counts.push_back(f.node->use_count());
+        if (n->op == ir::OpKind::DeviceData) {
+          auto [it, fresh] = buffer_param.emplace(n->data.get(), static_cast<int>(po.params.size()));
+          if (fresh) po.params.push_back(n->data);
+          po.param_slot[n] = it->second;
+          po.param_sequence.push_back(it->second);
+        } else if (collectives && ir::op_info(n->op).cls == ir::OpClass::Collective) {
+          collectives->push_back(f.node);
+        }
+        stack.pop_back();
       }
-      for (const ir::Value& v : n->operands) po.topology.push_back(v.node->visit_index);
-      n->visit_index = static_cast<int32_t>(po.nodes.size());
-      po.nodes.push_back(n);
-      po.use_counts.push_back(f.node->use_count());
-      if (n->op == ir::OpKind::DeviceData) {
-        auto [it, fresh] = buffer_param.emplace(n->data.get(), static_cast<int>(po.params.size()));
-        if (fresh) po.params.push_back(n->data);
-        po.param_slot[n] = it->second;
-        po.param_sequence.push_back(it->second);
-      }
-      stack.pop_back();
-    }
+    };
+    for (const ir::NodePtr* start : leading) from(start);
+    for (const ir::Value& root : roots) from(&root.node);
+    for (const ir::Value& root : roots) po.topology.push_back(root.node->visit_index);
+    return po;
+  };
+  std::vector<const ir::NodePtr*> collectives;
+  PostOrder po = traverse({}, &collectives);
+  // Collectives run in program order, and every rank must run them in one order: the order they
+  // were recorded in, not the order the roots happen to reach them (a rank may hold a tensor the
+  // others do not). Traversing from them first, in that order, places each after what it needs
+  // and before the next one.
+  auto by_sequence = [](const ir::NodePtr* a, const ir::NodePtr* b) {
+    return collective_sequence(a->get()) < collective_sequence(b->get());
+  };
+  if (!std::is_sorted(collectives.begin(), collectives.end(), by_sequence)) {
+    std::stable_sort(collectives.begin(), collectives.end(), by_sequence);
+    po = traverse(collectives, nullptr);
   }
-  for (const ir::Value& root : roots) po.topology.push_back(root.node->visit_index);
   return po;
 }
 

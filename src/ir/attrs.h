@@ -209,6 +209,11 @@ struct CollectiveAttrs {
   int64_t world_size = 1;  // the group's size when recorded
   int64_t reduce = Sum;
   int64_t root = 0;
+  // When this process recorded it (increasing): a program runs its collectives in this order
+  // (exec/graph_executor.cpp post_order), so ranks that record the same collectives in the same
+  // order run them in the same order, whatever other tensors each holds. Not an attribute of the
+  // value: neither hashed nor compared, so every step's program is the same.
+  int64_t sequence = 0;
   template <class V>
   void visit(V &v) const {
     v("group", group);
@@ -216,7 +221,9 @@ struct CollectiveAttrs {
     v("reduce", reduce);
     v("root", root);
   }
-  bool operator==(const CollectiveAttrs &) const = default;
+  bool operator==(const CollectiveAttrs &o) const {
+    return group == o.group && world_size == o.world_size && reduce == o.reduce && root == o.root;
+  }
 };
 
 // The attribute struct of a node. The order of the alternatives is part of

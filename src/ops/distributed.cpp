@@ -2,6 +2,7 @@
 // Collective, CollectiveAttrs) over the default process group (dist/process_group.h).
 #include "lazuli/distributed.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -25,6 +26,8 @@ ir::CollectiveAttrs attrs_for(const dist::ProcessGroup& g, CollectiveAttrs::Redu
   a.world_size = g.size();
   a.reduce = reduce;
   a.root = root;
+  static std::atomic<int64_t> recorded{0};
+  a.sequence = ++recorded;
   return a;
 }
 

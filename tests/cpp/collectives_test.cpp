@@ -28,6 +28,7 @@ class SimulatedGroup final : public dist::ProcessGroup {
     auto* f = static_cast<float*>(buf);
     for (int64_t i = 0; i < count; ++i) f[i] = reduce(f[i], op);
     ++calls;
+    reduced_counts.push_back(count);
   }
   void all_gather(const void* in, void* out, int64_t count, DType) override {
     for (int r = 0; r < n_; ++r) {
@@ -55,6 +56,7 @@ class SimulatedGroup final : public dist::ProcessGroup {
   void set_timeout(double seconds) override { timeout = seconds; }
   [[noreturn]] void abort(int) override { std::abort(); }
   int calls = 0, exchanges = 0;
+  std::vector<int64_t> reduced_counts;  // each all_reduce's element count, in call order
   double timeout = -1;
   std::string others;
 
@@ -114,6 +116,27 @@ TEST_F(Collectives, RecordNodesThatRunInsideTheStepProgramOnBothBackends) {
     EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{4, -2, 8, 10})) << backend;
   }
   EXPECT_EQ(counter("fallback::all_reduce"), 0) << "a collective counted as a fallback";
+}
+
+TEST_F(Collectives, RunInTheOrderTheyWereRecordedWhateverOrderTheRootsReachThem) {
+  // Roots are visited in tensor-id order: `first` (older) would reach its all_reduce first. The
+  // ranks agree on recording order only, so the program runs `second`'s all_reduce first.
+  for (const char* backend : {"interp", "cpu"}) {
+    set_active_backend(backend);
+    group_->reduced_counts.clear();
+    Tensor first = tensor<float>({1, 2, 3}, {3}) * 1;
+    Tensor second = tensor<float>({1, 2, 3, 4, 5}, {5}) * 1;
+    std::vector<int64_t> compiles;
+    for (int step = 0; step < 3; ++step) {
+      distributed::all_reduce(second);
+      distributed::all_reduce(first);
+      sync_tensors({first, second}, /*wait=*/true);
+      compiles.push_back(counter("UncachedCompile"));
+    }
+    EXPECT_EQ(group_->reduced_counts, (std::vector<int64_t>{5, 3, 5, 3, 5, 3})) << backend;
+    // Steps 2 and 3 (over device data) are one program: the order is not part of its hash.
+    EXPECT_EQ(compiles[1], compiles[2]) << backend;
+  }
 }
 
 TEST_F(Collectives, EveryProgramWithCollectivesFirstChecksThatTheRanksAgree) {
