@@ -136,7 +136,8 @@ std::optional<lz::Tensor> as_strided_view(const lz::Tensor& v, const lz::IntList
   const size_t n = sizes.size();
   std::vector<size_t> order(n);  // dims from the largest stride to the smallest
   for (size_t d = 0; d < n; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return stride[a] > stride[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return stride[a] > stride[b]; });
   int64_t numel = 1, expected = 1;
   for (size_t i = n; i-- > 0;) {
     const size_t d = order[i];
@@ -170,7 +171,8 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
       return wrap(v);
     }
     int64_t offset = storage_offset.value_or(0);
-    if (std::optional<lz::Tensor> view = as_strided_view(v, sizes, stride, offset)) return wrap(*view);
+    if (std::optional<lz::Tensor> view = as_strided_view(v, sizes, stride, offset))
+      return wrap(*view);
     lz::Tensor index = lz::full({}, offset, lz::DType::Int64);
     for (size_t d = 0; d < sizes.size(); ++d) {
       lz::IntList shape(sizes.size(), 1);

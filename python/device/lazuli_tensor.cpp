@@ -73,14 +73,18 @@ c10::Storage identity_storage(const lz::Tensor& value, c10::DeviceIndex index) {
   std::lock_guard<std::mutex> l(mu);
   auto it = roots.find(root.get());
   if (it != roots.end() && !it->second.root.expired()) {
-    if (c10::intrusive_ptr<c10::StorageImpl> s = it->second.storage.lock()) return c10::Storage(std::move(s));
+    if (c10::intrusive_ptr<c10::StorageImpl> s = it->second.storage.lock())
+      return c10::Storage(std::move(s));
   }
   auto storage = c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), 0, c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, index)),
-      nullptr, /*resizable=*/false);
-  roots.insert_or_assign(root.get(), Entry{root, c10::weak_intrusive_ptr<c10::StorageImpl>(storage)});
+      c10::StorageImpl::use_byte_size_t(), 0,
+      c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, index)), nullptr,
+      /*resizable=*/false);
+  roots.insert_or_assign(root.get(),
+                         Entry{root, c10::weak_intrusive_ptr<c10::StorageImpl>(storage)});
   if (roots.size() >= sweep_at) {  // entries of roots and storages gone
-    std::erase_if(roots, [](const auto& e) { return e.second.root.expired() || e.second.storage.expired(); });
+    std::erase_if(
+        roots, [](const auto& e) { return e.second.root.expired() || e.second.storage.expired(); });
     sweep_at = std::max<size_t>(1024, 2 * roots.size());
   }
   return c10::Storage(std::move(storage));

@@ -143,9 +143,10 @@ void use_process_group(const std::string& group_name) {
   try {
     std::shared_ptr<lz::dist::ProcessGroup> current = lz::dist::world();
     if (current && current->engine() == "mpi") {
-      throw lz::Error("torch.distributed on the lazuli device: Lazuli's own process group is "
-                      "already started on MPI (lazuli.distributed.init_process_group(\"mpi\")); "
-                      "one process has one group");
+      throw lz::Error(
+          "torch.distributed on the lazuli device: Lazuli's own process group is "
+          "already started on MPI (lazuli.distributed.init_process_group(\"mpi\")); "
+          "one process has one group");
     }
     lz::wait();
     if (group_name.empty()) {

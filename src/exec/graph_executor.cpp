@@ -189,7 +189,8 @@ PostOrder post_order(const std::vector<ir::Value>& roots) {
         po.nodes.push_back(n);
         po.use_counts.push_back(f.node->use_count());
         if (n->op == ir::OpKind::DeviceData) {
-          auto [it, fresh] = buffer_param.emplace(n->data.get(), static_cast<int>(po.params.size()));
+          auto [it, fresh] =
+              buffer_param.emplace(n->data.get(), static_cast<int>(po.params.size()));
           if (fresh) po.params.push_back(n->data);
           po.param_slot[n] = it->second;
           po.param_sequence.push_back(it->second);
