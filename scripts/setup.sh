@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Installs every system package Lazuli needs (Debian 12), then configures and builds.
 # Usage: scripts/setup.sh [build-dir]   (default: build)
+#        scripts/setup.sh --packages-only   (the Debian packages only: .ci/run runs it first)
 # Why each package is here: see docs/dependencies.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PACKAGES_ONLY=0
+if [ "${1:-}" = "--packages-only" ]; then
+  PACKAGES_ONLY=1
+  shift
+fi
 BUILD_DIR=${1:-build}
 # What apt-get and the build print goes to log files (their paths printed; a failing step shows
 # its log in full); each step prints one line with its time.
@@ -21,6 +27,7 @@ logged() {  # logged LOG COMMAND...: runs COMMAND, appending to LOG; on failure 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config   # toolchain: C++20 compiler, CMake + Ninja
   ccache                                           # rebuilds of unchanged sources (the sdist's wheel in CI)
+  clang-format                                     # tools/check_style.py: clang-format on changed C++ lines
   libgtest-dev libgmock-dev                        # C++ tests (GoogleTest under ctest)
   libbenchmark-dev                                 # bench/ (Google Benchmark)
   libxxhash-dev                                    # 128-bit XXH3 hashes of IR nodes and graphs
@@ -49,6 +56,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   logged "$LOG_DIR/apt.log" $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
     --no-install-recommends "${missing[@]}"
   echo "setup: Debian packages installed in $((SECONDS - start)) s"
+fi
+if [ "$PACKAGES_ONLY" = 1 ]; then
+  exit 0
 fi
 
 # PyTorch for the torch.compile bridge, the lazy PyTorch device and their tests
