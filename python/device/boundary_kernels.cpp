@@ -3,7 +3,14 @@
 // (empty_strided) and tensor metadata (resize_, set_, detach, as_strided). Everything else goes
 // through the ATen table (dispatch.cpp).
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_reshape_alias_ops.h>
+#include <ATen/ops/_to_copy_ops.h>
+#include <ATen/ops/as_strided_ops.h>
+#include <ATen/ops/copy_ops.h>
+#include <ATen/ops/detach_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/resize_ops.h>
+#include <ATen/ops/set_ops.h>
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
@@ -18,6 +25,9 @@
 
 namespace lzdev {
 namespace {
+
+// Where a fake tensor's op goes (is_fake, lazuli_tensor.h).
+const c10::DispatchKeySet kMeta(c10::DispatchKey::Meta);
 
 lz::DType dtype_for(std::optional<c10::ScalarType> t, lz::DType fallback, const char* op) {
   if (!t) return fallback;
@@ -53,6 +63,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 // dst's new value is src's, cast to dst's dtype and broadcast to its shape; either side may be
 // on the CPU.
 at::Tensor& copy_(at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  if (is_fake(dst) || is_fake(src))
+    return at::_ops::copy_::redispatch(kMeta, dst, src, non_blocking);
   try {
     if (LazuliTensorImpl* d = impl_of(dst)) {
       d->check_writable("copy_");
@@ -76,6 +88,10 @@ at::Tensor _to_copy(const at::Tensor& self, std::optional<c10::ScalarType> dtype
                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                     std::optional<bool> pin_memory, bool non_blocking,
                     std::optional<c10::MemoryFormat> memory_format) {
+  if (is_fake(self)) {
+    return at::_ops::_to_copy::redispatch(kMeta, self, dtype, layout, device, pin_memory,
+                                          non_blocking, memory_format);
+  }
   TORCH_CHECK(!layout || *layout == c10::kStrided, "lazuli: only strided tensors, got ", *layout);
   try {
     if (!impl_of(self)) {  // onto the device: an upload of a copy (later writes stay on the CPU)
@@ -108,6 +124,9 @@ c10::Scalar _local_scalar_dense(const at::Tensor& self) {
 // An out= argument's resize: a new value of the size (zeros: eager's are uninitialized).
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  if (is_fake(self))
+    return at::_ops::resize_::redispatch(kMeta, self, c10::fromIntArrayRefSlow(size),
+                                         memory_format);
   LazuliTensorImpl* impl = impl_of(self);
   TORCH_CHECK(impl != nullptr, "lazuli: resize_ of a ", self.device(), " tensor");
   if (impl->value().shape() != lz::IntList(size.begin(), size.end())) {
@@ -117,6 +136,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (is_fake(self) || is_fake(source))
+    return at::_ops::set__source_Tensor::redispatch(kMeta, self, source);
   LazuliTensorImpl* impl = impl_of(self);
   TORCH_CHECK(impl != nullptr, "lazuli: set_ of a ", self.device(), " tensor");
   impl->set_value(value_of(source, "source"));
@@ -124,7 +145,10 @@ at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 // A new torch tensor over the same Lazuli tensor: detach() and alias share its value.
-at::Tensor detach(const at::Tensor& self) { return wrap(value_of(self, "self")); }
+at::Tensor detach(const at::Tensor& self) {
+  if (is_fake(self)) return at::_ops::detach::redispatch(kMeta, self);
+  return wrap(value_of(self, "self"));
+}
 
 // The view as_strided(size, stride, offset) names over a contiguous `v`, when one of Lazuli's
 // views (flat slice, view, permute) reaches the same elements: the strides, sorted, are a dense
@@ -163,6 +187,10 @@ std::optional<lz::Tensor> as_strided_view(const lz::Tensor& v, const lz::IntList
 // replay is on for device tensors: _device.py).
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
+  if (is_fake(self))
+    return at::_ops::as_strided::redispatch(
+        kMeta, self, c10::fromIntArrayRefSlow(size), c10::fromIntArrayRefSlow(stride),
+        storage_offset ? std::optional<c10::SymInt>(*storage_offset) : std::nullopt);
   try {
     const lz::Tensor& v = value_of(self, "self");
     lz::IntList sizes(size.begin(), size.end());
@@ -191,6 +219,9 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
 // reshape's view when the strides allow one: its strides are self's, so on a lazy value it is a
 // reshape (a CPU fallback would apply them to a contiguous copy: wrong elements).
 at::Tensor _reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  if (is_fake(self))
+    return at::_ops::_reshape_alias::redispatch(kMeta, self, c10::fromIntArrayRefSlow(size),
+                                                c10::fromIntArrayRefSlow(stride));
   try {
     return wrap(lz::reshape(value_of(self, "self"), lz::IntList(size.begin(), size.end())));
   } catch (...) {

@@ -459,6 +459,10 @@ void lower(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpPlan
 }
 
 void lazuli_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (has_fake_tensor(op, *stack)) {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), stack);
+    return;
+  }
   const OpPlan& plan = plan_of(op);
   if (!plan.entry) {
     cpu_fallback(op, stack, plan.name, plan.refused);

@@ -152,6 +152,20 @@ at::Tensor wrap(lz::Tensor value) {
   return at::Tensor(c10::make_intrusive<LazuliTensorImpl>(std::move(value), 0));
 }
 
+bool has_fake_tensor(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && is_fake(v.toTensor())) return true;
+    if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        if (is_fake(t)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 LazuliTensorImpl* impl_of(const at::Tensor& t) {
   if (!t.defined() || !t.unsafeGetTensorImpl()->is_privateuseone()) return nullptr;
   return dynamic_cast<LazuliTensorImpl*>(t.unsafeGetTensorImpl());

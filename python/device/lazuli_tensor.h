@@ -10,6 +10,8 @@
 // share it too. Only resize_ and set_ give an impl another Lazuli tensor.
 #pragma once
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/core/TensorImpl.h>
 
 #include <optional>
@@ -59,6 +61,13 @@ at::Tensor wrap(lz::Tensor value);
 LazuliTensorImpl* impl_of(const at::Tensor& t);
 // The Lazuli tensor of a device tensor (TypeError naming `what` for any other).
 const lz::Tensor& value_of(const at::Tensor& t, const char* what);
+
+// A fake tensor of this device: a meta tensor carrying the device's dispatch keys, as
+// FakeTensorMode makes them (DTensor's sharding propagation, FSDP2). Its ops are shape
+// computations: the kernels send them to the Meta kernels instead of recording anything.
+inline bool is_fake(const at::Tensor& t) { return t.defined() && t.is_meta(); }
+// Whether any tensor argument on `stack` (the op's arguments) is fake.
+bool has_fake_tensor(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
 // Dtypes both ways; nullopt for a torch dtype Lazuli lacks.
 std::optional<lz::DType> lazuli_dtype(c10::ScalarType t);

@@ -123,8 +123,12 @@ struct LazuliHooks final : public at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     TORCH_CHECK(false, "lazuli: device tensors have no memory a pointer could name");
   }
-  void resizePrivateUse1Bytes(const c10::Storage&, size_t) const override {
-    TORCH_CHECK(false, "lazuli: device tensors have no storage to resize");
+  // A device tensor's storage holds no bytes (it only says which tensors alias: lazuli_tensor.h)
+  // and its values live in Lazuli's tensor, so resizing it changes nothing. FSDP2 frees and
+  // reallocates unsharded parameters this way; on this device the values stay where they are.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t) const override {
+    TORCH_CHECK(storage.nbytes() == 0 && storage.data() == nullptr,
+                "lazuli: this storage is not a device tensor's; it cannot be resized here");
   }
 };
 

@@ -32,9 +32,90 @@ def _library_path():
     return os.path.join(os.path.dirname(lz.__file__), "_device.so")
 
 
+class Event:
+    """torch.lazuli.Event: the device runs its programs in order on one executor, so a point in
+    its one stream is reached when what was recorded before it has run."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        pass
+
+    def record(self, stream=None):
+        pass
+
+    def wait(self, stream=None):
+        pass
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        lz.wait()
+
+
+class Stream:
+    """torch.lazuli.Stream: the device has one stream, its executor, whose programs run in the
+    order they were cut; PyTorch code that overlaps work on side streams (FSDP2's all-gathers)
+    gets that order, and the overlap comes from inside each program."""
+
+    stream_id = 0
+    device_index = 0
+    device_type = 20  # c10::DeviceType::PrivateUse1, as torch.Stream reports it
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.priority = priority
+
+    @property
+    def device(self):
+        return torch.device(NAME, 0)
+
+    def wait_stream(self, stream):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event or Event()
+        event.record(self)
+        return event
+
+    def query(self):
+        return True
+
+    def synchronize(self):
+        lz.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_STREAM = Stream()
+
+
 class DeviceModule:
     """torch.lazuli: what PyTorch asks a PrivateUse1 backend's module (torch/random.py,
-    torch/amp, torch.accelerator)."""
+    torch/amp, torch.accelerator, FSDP2's streams)."""
+
+    Stream = Stream
+    Event = Event
+
+    @staticmethod
+    def current_stream(device=None):
+        return _STREAM
+
+    default_stream = current_stream
+
+    @staticmethod
+    def stream(stream):
+        """A context making `stream` current: there is one stream."""
+        return contextlib.nullcontext(stream)
+
+    @staticmethod
+    def set_stream(stream):
+        pass
 
     @staticmethod
     def is_available():

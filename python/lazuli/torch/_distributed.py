@@ -15,6 +15,7 @@ that stops answering is reported after LAZULI_DIST_TIMEOUT seconds.
 """
 import atexit
 import itertools
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -39,6 +40,10 @@ def register():
     """Registers the "lazuli" c10d backend (once the device is registered)."""
     if NAME.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(NAME, _LazuliBackend, devices=[NAME, "cpu"])
+        # Functional collectives (FSDP2's) register their Work per output tensor, which c10d
+        # refuses for tensors without storage and warns. This backend's Work is complete when
+        # returned (the collective runs inside the step program), so there is nothing to wait on.
+        warnings.filterwarnings("ignore", message="Registering collective work for tensor without storage")
 
 
 def _core(t):

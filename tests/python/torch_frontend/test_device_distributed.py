@@ -1,8 +1,8 @@
 """torch.distributed on the lazuli device (the "lazuli" c10d backend, docs/distributed.md): 2
 processes started by torchrun. Collectives on device tensors are recorded into the step graph and
-run inside its program; PyTorch's DistributedDataParallel over a device model trains as one process
-over the whole batch, with its gradient all-reduces inside the step program and no compile after
-warm-up; ranks that record different collectives raise on every rank instead of hanging."""
+run inside its program; PyTorch's DistributedDataParallel and FSDP2 (fully_shard) over a device
+model train as one process over the whole batch, with their collectives inside the step program and
+no compile after warm-up; ranks that record different collectives raise on every rank instead of hanging."""
 import json
 import os
 import subprocess
@@ -90,6 +90,32 @@ PROGRAM = textwrap.dedent("""
                           for p, r in zip(m.parameters(), ref.parameters()))
     out["params"] = [p.detach().cpu().flatten().tolist() for p in m.parameters()]
 
+    # FSDP2 (fully_shard) over a device model: parameters sharded over the ranks, all-gathered for
+    # the forward and backward, gradients reduce-scattered, all inside the step program.
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("lazuli", (world,))
+    m = model(1).to(dev)
+    for layer in (m[0], m[2]):
+        fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    opt = torch.optim.SGD(m.parameters(), lr=0.3, momentum=0.9)
+    compiles = []
+    for step in range(4):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        if step == 1:
+            out["fsdp_graph"] = torch.ops.lazuli.dump_graph([p.grad.to_local()
+                                                             for p in m.parameters()])
+        opt.step()
+        lzt.sync()
+        compiles.append(lz.debug.counter_value("UncachedCompile"))
+    out["fsdp_compiles"] = compiles
+    out["fsdp_diff"] = max(float((p.full_tensor().detach().cpu() - r.detach()).abs().max())
+                           for p, r in zip(m.parameters(), ref.parameters()))
+    out["fallbacks"] = {n: lz.debug.counter_value(n) for n in lz.debug.counter_names()
+                        if n.startswith("fallback::") and lz.debug.counter_value(n)}
+
     # Ranks that record different collectives: every rank raises, naming both.
     bad = torch.ones(3 + rank, device=dev)
     dist.all_reduce(bad)
@@ -143,6 +169,17 @@ def test_ddp_on_the_device_trains_as_one_process_over_the_whole_batch(ranks):
         # Step 4 compiles nothing.
         assert r["compiles"][2] == r["compiles"][3], r["compiles"]
     assert ranks[0]["params"] == ranks[1]["params"], "the ranks' parameters differ"
+
+
+def test_fsdp2_on_the_device_trains_as_one_process_over_the_whole_batch(ranks):
+    for r in ranks:
+        assert r["fsdp_diff"] < 1e-5, r["fsdp_diff"]
+        # Step 1 reads the parameters as sharded at wrapping; from step 2 on, one program.
+        assert r["fsdp_compiles"][1] == r["fsdp_compiles"][2] == r["fsdp_compiles"][3], \
+            r["fsdp_compiles"]
+        assert r["fallbacks"] == {}, r["fallbacks"]
+        # The gradients' program holds the parameters' all-gathers and the reduce-scatters.
+        assert "all_gather" in r["fsdp_graph"] and "reduce_scatter" in r["fsdp_graph"]
 
 
 def test_ranks_recording_different_collectives_raise_on_every_rank(ranks):
