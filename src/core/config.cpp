@@ -97,6 +97,7 @@ Config read_env() {
   c.emit_steplog = env_bool("LAZULI_EMIT_STEPLOG", false);
   c.dist_timeout_s = env_int("LAZULI_DIST_TIMEOUT", 600, 0);
   c.dist_check = env_bool("LAZULI_DIST_CHECK", true);
+  c.dist_overlap = env_bool("LAZULI_DIST_OVERLAP", true);
   c.debug = static_cast<int>(env_int("LAZULI_DEBUG", 0, 0));
   if (const char* f = env("LAZULI_DEBUG_FILE")) c.debug_file = expand_user("LAZULI_DEBUG_FILE", f);
   c.debug_max_frame = static_cast<int>(env_int("LAZULI_DEBUG_MAX_FRAME", 8, 0));

@@ -34,6 +34,7 @@ struct Config {
   std::string save_graphs_fmt = "text";     // LAZULI_SAVE_GRAPHS_FMT: text | dot
   int64_t dist_timeout_s = 600;             // LAZULI_DIST_TIMEOUT: bound on a collective's wait (0: none)
   bool dist_check = true;                   // LAZULI_DIST_CHECK: ranks agree on a program's collectives
+  bool dist_overlap = true;  // LAZULI_DIST_OVERLAP: all_reduce beside later steps (cpu)
 };
 
 // Reads the environment on first use. Throws ValueError for a malformed value, naming the variable.

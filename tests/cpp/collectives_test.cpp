@@ -6,7 +6,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -29,6 +31,8 @@ class SimulatedGroup final : public dist::ProcessGroup {
     for (int64_t i = 0; i < count; ++i) f[i] = reduce(f[i], op);
     ++calls;
     reduced_counts.push_back(count);
+    reduce_threads.push_back(std::this_thread::get_id());
+    if (fail_count == count) throw std::runtime_error("the link went down");
   }
   void all_gather(const void* in, void* out, int64_t count, DType) override {
     for (int r = 0; r < n_; ++r) {
@@ -49,6 +53,7 @@ class SimulatedGroup final : public dist::ProcessGroup {
   // The other ranks send `others` (empty: the same record as this rank's).
   std::vector<std::string> exchange(const std::string& record) override {
     ++exchanges;
+    exchange_thread = std::this_thread::get_id();
     std::vector<std::string> all(static_cast<size_t>(n_), others.empty() ? record : others);
     all[0] = record;
     return all;
@@ -57,6 +62,9 @@ class SimulatedGroup final : public dist::ProcessGroup {
   [[noreturn]] void abort(int) override { std::abort(); }
   int calls = 0, exchanges = 0;
   std::vector<int64_t> reduced_counts;  // each all_reduce's element count, in call order
+  std::vector<std::thread::id> reduce_threads;
+  std::thread::id exchange_thread;  // the executor's, before each program
+  int64_t fail_count = -1;          // an all_reduce of this many elements throws
   double timeout = -1;
   std::string others;
 
@@ -137,6 +145,52 @@ TEST_F(Collectives, RunInTheOrderTheyWereRecordedWhateverOrderTheRootsReachThem)
     // Steps 2 and 3 (over device data) are one program: the order is not part of its hash.
     EXPECT_EQ(compiles[1], compiles[2]) << backend;
   }
+}
+
+TEST_F(Collectives, AllReducesRunBesideTheProgramsLaterStepsAndFailOnlyWhatReadsThem) {
+  // cpu backend: all_reduce and broadcast run on a thread of their own, in order, while the
+  // program's later steps run; a step reading their result waits for it.
+  mutable_config().dist_overlap = true;
+  Tensor a = tensor<float>({1, 2, 3}, {3}) * 1;
+  Tensor b = tensor<float>({1, 2, 3, 4, 5}, {5}) * 1;
+  distributed::all_reduce(a);
+  Tensor after = a * 10;  // reads the all_reduce's result: waits for it
+  distributed::all_reduce(b);
+  Tensor independent = tensor<float>({7}, {1}) + 1;
+  sync_tensors({after, b, independent}, /*wait=*/true);
+  EXPECT_EQ(after.to_vector<float>(), (std::vector<float>{30, 60, 90}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{3, 6, 9, 12, 15}));
+  ASSERT_EQ(group_->reduce_threads.size(), 2u);
+  EXPECT_NE(group_->reduce_threads[0], group_->exchange_thread) << "the all_reduce ran in line";
+  EXPECT_EQ(group_->reduce_threads[0], group_->reduce_threads[1]) << "one thread, in order";
+  // An engine failure fails the values computed from it, names the op, rank and engine, and
+  // leaves the rest of the program's results (and the runtime) working.
+  group_->fail_count = 5;
+  Tensor c = tensor<float>({1, 2, 3, 4, 5}, {5}) * 2;
+  distributed::all_reduce(c);
+  Tensor from_c = c + 1;
+  Tensor fine = tensor<float>({1, 2}, {2}) * 4;
+  try {
+    sync_tensors({from_c, fine}, /*wait=*/true);
+    from_c.to_vector<float>();
+    FAIL() << "a failed all_reduce gave a value";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("all_reduce on rank 0 of 2 (simulated): the link went down"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fine.to_vector<float>(), (std::vector<float>{4, 8}));
+  group_->fail_count = -1;
+  Tensor d = tensor<float>({1, 2}, {2}) * 1;
+  distributed::all_reduce(d);
+  EXPECT_EQ(d.to_vector<float>(), (std::vector<float>{3, 6}));
+  // LAZULI_DIST_OVERLAP=0: in line, on the program's thread.
+  mutable_config().dist_overlap = false;
+  Tensor e = tensor<float>({1, 2}, {2}) * 3;
+  distributed::all_reduce(e);
+  EXPECT_EQ(e.to_vector<float>(), (std::vector<float>{9, 18}));
+  EXPECT_EQ(group_->reduce_threads.back(), group_->exchange_thread);
 }
 
 TEST_F(Collectives, EveryProgramWithCollectivesFirstChecksThatTheRanksAgree) {

@@ -4,13 +4,17 @@
 // value or an error, and the ThreadSanitizer build (LAZULI_TSAN, scripts/test.sh) sees the
 // interleavings. No test relies on a sleep or on timing.
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.h"
+#include "dist/process_group.h"
+#include "lazuli/distributed.h"
 #include "test_util.h"
 
 namespace lz {
@@ -256,6 +260,55 @@ TEST_P(Concurrency, SeveralThreadsReadingOneTensorSeeOneValue) {
   }
   EXPECT_EQ(failures.count(), 0) << failures.first();
   EXPECT_EQ(counter("UncachedCompile") + counter("CachedCompile"), n);
+}
+
+// A group of 2 ranks whose other rank holds the same values: an all_reduce doubles its buffer,
+// slowly, on the program's communication thread (cpu backend) while the program's later steps
+// run and write their own buffers.
+class DoublingGroup final : public dist::ProcessGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string engine() const override { return "doubling"; }
+  void all_reduce(void* buf, int64_t count, DType, dist::Reduce) override {
+    auto* f = static_cast<float*>(buf);
+    for (int64_t i = 0; i < count; ++i) f[i] *= 2;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  void all_gather(const void*, void*, int64_t, DType) override { std::abort(); }
+  void reduce_scatter(const void*, void*, int64_t, DType, dist::Reduce) override { std::abort(); }
+  void broadcast(void*, int64_t, DType, int) override {}
+  void barrier() override {}
+  std::vector<std::string> exchange(const std::string& record) override { return {record, record}; }
+  void set_timeout(double) override {}
+  [[noreturn]] void abort(int) override { std::abort(); }
+};
+
+// Gradients' all-reduces overlapping the rest of a step: every value read after them is exact,
+// step after step (the buffers they write are not touched by the steps running beside them).
+TEST_P(Concurrency, AllReducesBesideLaterStepsLeaveExactValues) {
+  dist::set_world(std::make_shared<DoublingGroup>());
+  const int n = steps(60);
+  for (int k = 0; k < n; ++k) {
+    std::vector<Tensor> grads, updates;
+    for (int j = 0; j < 6; ++j) {
+      Tensor g = full({64 + j}, static_cast<float>(k + j)) * 1;
+      distributed::all_reduce(g);
+      grads.push_back(g);
+      updates.push_back(
+          (full({32}, static_cast<float>(j)) * 3).sum());  // independent work beside the all-reduce
+    }
+    Tensor total = grads[0].sum();
+    for (int j = 1; j < 6; ++j) total = total + grads[j].sum();
+    std::vector<Tensor> all = updates;
+    all.push_back(total);
+    sync_tensors(all, /*wait=*/true);
+    float want = 0;
+    for (int j = 0; j < 6; ++j) want += 2.0f * static_cast<float>((64 + j) * (k + j));
+    ASSERT_EQ(total.item<float>(), want) << "step " << k;
+    ASSERT_EQ(updates[5].item<float>(), 32.0f * 15) << "step " << k;
+  }
+  dist::set_world(nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Concurrency, ::testing::Values("interp", "cpu"),

@@ -3,11 +3,17 @@
 // thread pool.
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
@@ -47,6 +53,66 @@ struct IndexFailure : KernelErrorSink {
     f->check = check;
     f->value = value;
   }
+};
+
+// The collectives of one program run run here, one at a time in program order, while the
+// program's later steps run on the calling thread: a gradient's all-reduce overlaps the rest of
+// the backward (the post-order places each collective right after what it needs:
+// exec/graph_executor.cpp). Joined when destroyed, after every call submitted has returned.
+class CommThread {
+ public:
+  CommThread() : thread_([this] { loop(); }) {}
+  ~CommThread() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Queues `call`; returns its ticket (1, 2, ...).
+  size_t submit(std::function<void()> call) {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(std::move(call));
+    errors_.emplace_back();
+    cv_.notify_all();
+    return errors_.size();
+  }
+  // Waits until the call of `ticket` (and every one before it) has returned; what it threw.
+  std::exception_ptr wait(size_t ticket) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return done_ >= ticket; });
+    return errors_[ticket - 1];
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    for (;;) {
+      cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::function<void()> call = std::move(queue_.front());
+      queue_.pop_front();
+      l.unlock();
+      std::exception_ptr error;
+      try {
+        call();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      l.lock();
+      errors_[done_++] = error;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::exception_ptr> errors_;  // per ticket
+  size_t done_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 class CpuProgram final : public Executable {
@@ -122,12 +188,62 @@ class CpuProgram final : public Executable {
     std::exception_ptr first_error;
     int failed_node = -1;
     std::vector<void*> ptrs;
+    // Collectives running on the communication thread (declared after every buffer they write,
+    // so it is joined before any is freed): each with the buffer it writes.
+    struct Pending {
+      size_t ticket;
+      const char* begin;
+      const char* end;
+      int value;
+      int node;
+    };
+    std::vector<Pending> pending;
+    std::optional<CommThread> comm;
+    // Waits for the pending collectives up to `upto` (an index into `pending`), in order; a
+    // failed one fails its value as a failed step does.
+    auto settle = [&](size_t upto) {
+      for (size_t k = 0; k < upto; ++k) {
+        if (std::exception_ptr e = comm->wait(pending[k].ticket)) {
+          failed[pending[k].value] = 1;
+          if (!first_error) {
+            first_error = e;
+            failed_node = pending[k].node;
+          }
+        }
+      }
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(upto));
+    };
+    // Before step `s`: the collectives whose buffer it reads or writes have finished.
+    auto settle_for = [&](const PlanStep& s) {
+      size_t upto = 0;
+      auto touch = [&](int v) {
+        if (v < 0 || !ptr[v]) return;
+        const char* b = static_cast<const char*>(ptr[v]);
+        const char* e = b + plan_.values[v].nbytes;
+        for (size_t k = upto; k < pending.size(); ++k) {
+          if (b < pending[k].end && pending[k].begin < e) upto = k + 1;
+        }
+      };
+      for (int v : s.inputs) touch(v);
+      touch(s.output);
+      for (int v : s.more_outputs) touch(v);
+      // The group's calls are made one at a time, in program order (a collective that runs here
+      // waits for the queued ones); a donated parameter is written only once every collective
+      // that could still fail has finished (backend.h).
+      bool all = s.kind == PlanStep::Library && ir::op_info(s.op).cls == ir::OpClass::Collective &&
+                 s.op != ir::OpKind::AllReduce && s.op != ir::OpKind::Broadcast;  // run here
+      all = all || into_param[s.output];
+      for (int v : s.more_outputs) all = all || into_param[v];
+      if (all) upto = pending.size();
+      if (upto) settle(upto);
+    };
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
       auto for_each_output = [&s](auto&& f) {
         f(s.output);
         for (int v : s.more_outputs) f(v);
       };
+      if (!pending.empty()) settle_for(s);
       for_each_output([&](int out) {
         if (!first_error || !into_param[out]) return;
         // A donated parameter stays intact once anything failed: the value goes aside, for the
@@ -145,6 +261,24 @@ class CpuProgram final : public Executable {
       }
       int node = s.node;
       try {
+        if (s.kind == PlanStep::Library && ir::op_info(s.op).cls == ir::OpClass::Collective) {
+          const PlanValue& in = plan_.values[s.inputs[0]];
+          const PlanValue& out = plan_.values[s.output];
+          std::function<void()> call =
+              start_collective(s.op, std::get<ir::CollectiveAttrs>(s.attrs),
+                               {in.dtype, &s.in_shapes[0], ptr[s.inputs[0]], stable[s.inputs[0]]},
+                               {out.dtype, &out.shape, ptr[s.output]});
+          if (call && !config().dist_overlap) {
+            call();
+            continue;
+          }
+          if (call) {
+            if (!comm) comm.emplace();
+            const char* b = static_cast<const char*>(ptr[s.output]);
+            pending.push_back({comm->submit(std::move(call)), b, b + out.nbytes, s.output, s.node});
+            continue;
+          }
+        }
         run_step(s, i, ptr, stable, ptrs, &node);
       } catch (...) {
         if (!first_error) {
@@ -154,6 +288,7 @@ class CpuProgram final : public Executable {
         for_each_output([&](int out) { failed[out] = 1; });
       }
     }
+    if (!pending.empty()) settle(pending.size());
     std::vector<RootCopy> copies;
     std::vector<bool> root_failed(outputs.size(), false);
     for (size_t r = 0; r < outputs.size(); ++r) {
