@@ -7,6 +7,7 @@ import types
 import warnings
 
 from .. import _C
+from .. import linalg as _linalg
 from ..autograd import no_grad
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "clip_grads_with_norm_"]
@@ -20,21 +21,6 @@ def _tensor_list(tensors, fn, what):
         if not isinstance(t, _C.Tensor):
             raise TypeError(f"{fn}: {what} must be tensors, got {type(t).__name__}")
     return out
-
-
-def _vector_norm(x, p):
-    """torch.linalg.vector_norm(x, p) over all elements, in x's dtype."""
-    if p == math.inf:
-        return x.abs().amax()
-    if p == -math.inf:
-        return x.abs().amin()
-    if p == 0:
-        return (x != 0).sum().to(x.dtype)
-    if p == 1:
-        return x.abs().sum()
-    if p == 2:
-        return (x * x).sum().sqrt()
-    return x.abs().pow(p).sum().pow(1.0 / p)
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -51,11 +37,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         if not t.dtype.is_floating_point:
             raise TypeError(f"{fn}: expected floating-point tensors, got {t.dtype}")
     with no_grad():
-        norms = [_vector_norm(t, norm_type) for t in tensors]
+        norms = [_linalg.vector_norm(t, norm_type) for t in tensors]
         dtype = norms[0].dtype
         for n in norms[1:]:
             dtype = _C.result_type(_C.zeros((), dtype=dtype), n)  # float64 if any is
-        total = _vector_norm(_C.stack([n.to(dtype) for n in norms], 0), norm_type)
+        total = _linalg.vector_norm(_C.stack([n.to(dtype) for n in norms], 0), norm_type)
     if error_if_nonfinite and bool((total != total) | (total.abs() == math.inf)):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` "
                            f"is non-finite, so it cannot be clipped. To disable this error and "
