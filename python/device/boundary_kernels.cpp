@@ -170,10 +170,9 @@ std::optional<lz::Tensor> as_strided_view(const lz::Tensor& v, const lz::IntList
     numel *= sizes[d];
   }
   if (offset < 0 || offset + numel > v.numel()) return std::nullopt;
-  lz::IntList dense(n), inverse(n), perm(n);
+  lz::IntList dense(n), inverse(n);
   for (size_t i = 0; i < n; ++i) {
     dense[i] = sizes[order[i]];
-    perm[i] = static_cast<int64_t>(order[i]);
     inverse[order[i]] = static_cast<int64_t>(i);
   }
   lz::Tensor flat = lz::slice(lz::view(v, {-1}), 0, offset, offset + numel);

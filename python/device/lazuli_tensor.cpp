@@ -157,9 +157,9 @@ bool has_fake_tensor(const c10::OperatorHandle& op, const torch::jit::Stack& sta
   for (size_t i = stack.size() - n; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
     if (v.isTensor() && is_fake(v.toTensor())) return true;
-    if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) {
-        if (is_fake(t)) return true;
+    if (v.isList()) {  // Tensor[] and Tensor?[] (index.Tensor's indices)
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && is_fake(e.toTensor())) return true;
       }
     }
   }

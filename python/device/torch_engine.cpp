@@ -1,6 +1,7 @@
 // The engine of collectives recorded on device tensors: a torch.distributed backend (gloo on
 // CPUs) behind Lazuli's process-group interface (src/dist/process_group.h). The step program's
-// collective nodes call it from the device's executor thread with host buffers, which it wraps as
+// collective nodes call it from the device's executor thread (all_reduce and broadcast from the
+// program's communication thread: backend/cpu/cpu_backend.cpp) with host buffers, which it wraps as
 // CPU tensors (no copy) for the backend. It is a backend of its own (lazuli.torch.distributed
 // creates it on its own store prefix), never the one the user's CPU collectives run on: those run
 // on the user's thread, these on the executor thread, and one gloo context serves one order.
@@ -142,17 +143,25 @@ class TorchEngine final : public lz::dist::ProcessGroup {
 void use_process_group(const std::string& group_name) {
   try {
     std::shared_ptr<lz::dist::ProcessGroup> current = lz::dist::world();
-    if (current && current->engine() == "mpi") {
-      throw lz::Error(
-          "torch.distributed on the lazuli device: Lazuli's own process group is "
-          "already started on MPI (lazuli.distributed.init_process_group(\"mpi\")); "
-          "one process has one group");
-    }
-    lz::wait();
-    if (group_name.empty()) {
+    if (group_name.empty()) {  // a torch.distributed engine, if it is the world, goes
+      if (!current || current->engine() == "mpi") return;
+      // Whatever the queued programs raise (the user sees it at their own wait or value read),
+      // the engine is let go.
+      try {
+        lz::wait();
+      } catch (...) {
+        lz::dist::set_world(nullptr);
+        throw;
+      }
       lz::dist::set_world(nullptr);
       return;
     }
+    if (current && current->engine() == "mpi") {
+      throw lz::Error(
+          "torch.distributed on the lazuli device: Lazuli's own process group is already started "
+          "on MPI (lazuli.distributed.init_process_group(\"mpi\")); one process has one group");
+    }
+    lz::wait();
     c10::intrusive_ptr<c10d::ProcessGroup> pg = c10d::resolve_process_group(group_name);
     lz::dist::set_world(std::make_shared<TorchEngine>(pg->getBackend(c10::DeviceType::CPU)));
   } catch (...) {

@@ -288,6 +288,9 @@ class DoublingGroup final : public dist::ProcessGroup {
 // step after step (the buffers they write are not touched by the steps running beside them).
 TEST_P(Concurrency, AllReducesBesideLaterStepsLeaveExactValues) {
   dist::set_world(std::make_shared<DoublingGroup>());
+  struct NoWorldAfter {
+    ~NoWorldAfter() { dist::set_world(nullptr); }
+  } no_world_after;
   const int n = steps(60);
   for (int k = 0; k < n; ++k) {
     std::vector<Tensor> grads, updates;
@@ -308,7 +311,6 @@ TEST_P(Concurrency, AllReducesBesideLaterStepsLeaveExactValues) {
     ASSERT_EQ(total.item<float>(), want) << "step " << k;
     ASSERT_EQ(updates[5].item<float>(), 32.0f * 15) << "step " << k;
   }
-  dist::set_world(nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Concurrency, ::testing::Values("interp", "cpu"),

@@ -51,6 +51,10 @@ class Event:
     def synchronize(self):
         lz.wait()
 
+    def elapsed_time(self, end_event):
+        raise RuntimeError("torch.lazuli.Event: the device does not time its programs by events; "
+                           "time a step with lazuli.torch.sync(wait=True) around it")
+
 
 class Stream:
     """torch.lazuli.Stream: the device has one stream, its executor, whose programs run in the

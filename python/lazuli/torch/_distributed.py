@@ -6,7 +6,8 @@ is: ``dist.all_reduce(t)`` on a device tensor records an all-reduce node and ret
 the collective runs inside the step's program when ``sync()`` (or a value read) runs it. PyTorch's
 ``DistributedDataParallel`` over a model on the device so reduces its gradient buckets inside the
 step program. The program's collectives run on an engine made here: a gloo backend of their own
-(on a prefix of the group's store), called from the device's executor thread. CPU tensors of the
+(on a prefix of the group's store), called from the device's executor thread (all_reduce and
+broadcast from its communication thread, beside the program's later steps). CPU tensors of the
 same group go to a second gloo backend, on the caller's thread, as under ``"gloo"``.
 
 Every rank must record the same collectives in the same order, as with any engine; before a
@@ -75,11 +76,9 @@ def start_engine(store, rank, size, timeout):
 
 def _release_engine():
     """Lets the engine go once the programs queued on it ran (at shutdown, or at exit for a
-    group nobody destroyed: gloo's threads must not outlive the interpreter)."""
-    try:
-        torch.ops.lazuli._use_process_group("")
-    except RuntimeError:
-        pass  # Lazuli's group is its own (lazuli.distributed), not this backend's
+    group nobody destroyed: gloo's threads must not outlive the interpreter). Nothing when the
+    world is Lazuli's own MPI group or none."""
+    torch.ops.lazuli._use_process_group("")
 
 
 _release_engine.registered = False
@@ -104,7 +103,13 @@ class _LazuliBackend(c10d.Backend):
 
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
-        start_engine(store, rank, size, timeout)
+        # The default group's backend (made before torch.distributed counts as initialized)
+        # starts and owns the engine of the step programs' collectives: Lazuli's world group.
+        # A later group's (new_group, a 2-D mesh's dims) takes CPU tensors only: collectives on
+        # device tensors run over the whole world.
+        self._owns_engine = not dist.is_initialized()
+        if self._owns_engine:
+            start_engine(store, rank, size, timeout)
         self._cpu = c10d.ProcessGroupGloo(c10d.PrefixStore("lazuli-cpu/", store), rank, size,
                                           timeout)
 
@@ -115,6 +120,11 @@ class _LazuliBackend(c10d.Backend):
         """Whether `tensors` are device tensors (all) or CPU tensors (all); anything else raises."""
         kinds = {t.device.type for t in tensors}
         if kinds == {NAME}:
+            if not self._owns_engine:
+                raise NotImplementedError(
+                    f"torch.distributed.{name} on lazuli tensors over a group other than the "
+                    f"default one (new_group, a mesh's sub-dimension): the device's collectives "
+                    f"run over the whole world for now; use the default group, or CPU tensors")
             return True
         if kinds == {"cpu"}:
             return False
@@ -202,7 +212,9 @@ class _LazuliBackend(c10d.Backend):
 
     def shutdown(self):
         # destroy_process_group: queued programs finish, then the engine is let go.
-        _release_engine()
+        if self._owns_engine:
+            self._owns_engine = False
+            _release_engine()
 
     def barrier(self, opts):
         # Behind this process's queued programs (their collectives), on the engine.

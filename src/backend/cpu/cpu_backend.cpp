@@ -199,6 +199,7 @@ class CpuProgram final : public Executable {
     };
     std::vector<Pending> pending;
     std::optional<CommThread> comm;
+    const bool overlap = config().dist_overlap;  // once per run: one mode for all its collectives
     // Waits for the pending collectives up to `upto` (an index into `pending`), in order; a
     // failed one fails its value as a failed step does.
     auto settle = [&](size_t upto) {
@@ -268,7 +269,7 @@ class CpuProgram final : public Executable {
               start_collective(s.op, std::get<ir::CollectiveAttrs>(s.attrs),
                                {in.dtype, &s.in_shapes[0], ptr[s.inputs[0]], stable[s.inputs[0]]},
                                {out.dtype, &out.shape, ptr[s.output]});
-          if (call && !config().dist_overlap) {
+          if (call && !overlap) {
             call();
             continue;
           }

@@ -116,6 +116,21 @@ PROGRAM = textwrap.dedent("""
     out["fallbacks"] = {n: lz.debug.counter_value(n) for n in lz.debug.counter_names()
                         if n.startswith("fallback::") and lz.debug.counter_value(n)}
 
+    # Another group (new_group): CPU tensors run on it; device tensors say they cannot; destroying
+    # it leaves the default group's engine working.
+    sub = dist.new_group([0, 1])
+    c = torch.ones(2)
+    dist.all_reduce(c, group=sub)
+    try:
+        dist.all_reduce(torch.ones(2, device=dev), group=sub)
+        out["subgroup_error"] = None
+    except NotImplementedError as e:
+        out["subgroup_error"] = str(e)
+    dist.destroy_process_group(sub)
+    after = torch.ones(2, device=dev)
+    dist.all_reduce(after)
+    out["subgroup"] = dict(cpu=c.tolist(), after=after.cpu().tolist())
+
     # Ranks that record different collectives: every rank raises, naming both.
     bad = torch.ones(3 + rank, device=dev)
     dist.all_reduce(bad)
@@ -180,6 +195,12 @@ def test_fsdp2_on_the_device_trains_as_one_process_over_the_whole_batch(ranks):
         assert r["fallbacks"] == {}, r["fallbacks"]
         # The gradients' program holds the parameters' all-gathers and the reduce-scatters.
         assert "all_gather" in r["fsdp_graph"] and "reduce_scatter" in r["fsdp_graph"]
+
+
+def test_device_collectives_over_another_group_raise_and_leave_the_world_working(ranks):
+    for r in ranks:
+        assert "default group" in r["subgroup_error"], r["subgroup_error"]
+        assert r["subgroup"] == dict(cpu=[2.0, 2.0], after=[2.0, 2.0])
 
 
 def test_ranks_recording_different_collectives_raise_on_every_rank(ranks):
