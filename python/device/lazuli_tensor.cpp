@@ -3,10 +3,7 @@
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/StorageImpl.h>
 
-#include <algorithm>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "tensor/lazy_tensor.h"
 
@@ -55,39 +52,28 @@ c10::ScalarType torch_dtype(lz::DType t) {
 
 namespace {
 
-// The storage that stands for the data of `value`'s root (the tensor its views read and write
-// through): one per root, so `is_alias_of` is true exactly for a tensor and its views, as in eager
-// PyTorch (DistributedDataParallel's reducer asks it of every gradient). It holds no bytes and no
+// The storage that stands for the data of `value`'s base (the tensor its views read and write
+// through): one per base, kept by the base (lz::internal::TensorImpl::alias_token), so
+// `is_alias_of` is true exactly for a tensor and its views, as in eager PyTorch
+// (DistributedDataParallel's reducer asks it of every gradient). It holds no bytes and no
 // pointer; has_storage() stays false, so data_ptr(), torch.save and deepcopy take the
 // storage-less routes (values leave through .cpu()).
-c10::Storage identity_storage(const lz::Tensor& value, c10::DeviceIndex index) {
-  std::shared_ptr<lz::internal::TensorImpl> root = value.impl();
-  while (std::shared_ptr<lz::internal::TensorImpl> base = root->view_base()) root = std::move(base);
-  struct Entry {
-    std::weak_ptr<lz::internal::TensorImpl> root;  // expired: the address may be another root's
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-  };
-  static std::mutex mu;
-  static std::unordered_map<const void*, Entry> roots;
-  static size_t sweep_at = 1024;
-  std::lock_guard<std::mutex> l(mu);
-  auto it = roots.find(root.get());
-  if (it != roots.end() && !it->second.root.expired()) {
-    if (c10::intrusive_ptr<c10::StorageImpl> s = it->second.storage.lock())
-      return c10::Storage(std::move(s));
-  }
-  auto storage = c10::make_intrusive<c10::StorageImpl>(
-      c10::StorageImpl::use_byte_size_t(), 0,
-      c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, index)), nullptr,
-      /*resizable=*/false);
-  roots.insert_or_assign(root.get(),
-                         Entry{root, c10::weak_intrusive_ptr<c10::StorageImpl>(storage)});
-  if (roots.size() >= sweep_at) {  // entries of roots and storages gone
-    std::erase_if(
-        roots, [](const auto& e) { return e.second.root.expired() || e.second.storage.expired(); });
-    sweep_at = std::max<size_t>(1024, 2 * roots.size());
-  }
-  return c10::Storage(std::move(storage));
+std::shared_ptr<void> new_identity() {
+  c10::StorageImpl* s =
+      c10::make_intrusive<c10::StorageImpl>(
+          c10::StorageImpl::use_byte_size_t(), 0,
+          c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, 0)), nullptr,
+          /*resizable=*/false)
+          .release();
+  return std::shared_ptr<void>(s, [](void* p) {
+    c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(p));
+  });
+}
+
+c10::Storage identity_storage(const lz::Tensor& value) {
+  std::shared_ptr<void> token = value.impl()->alias_token(&new_identity);
+  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
+      static_cast<c10::StorageImpl*>(token.get())));
 }
 
 }  // namespace
@@ -103,7 +89,7 @@ LazuliTensorImpl::LazuliTensorImpl(lz::Tensor value, c10::DeviceIndex index)
 bool LazuliTensorImpl::has_storage() const { return false; }
 
 void LazuliTensorImpl::refresh_metadata() {
-  storage_ = identity_storage(value_, device().index());
+  storage_ = identity_storage(value_);
   data_type_ = c10::scalarTypeToTypeMeta(torch_dtype(value_.dtype()));
   set_sizes_and_strides(value_.shape(), value_.strides());
   refresh_numel();

@@ -327,6 +327,13 @@ std::shared_ptr<TensorImpl> TensorImpl::view_base() const {
   return view_base_;
 }
 
+std::shared_ptr<void> TensorImpl::alias_token(std::shared_ptr<void> (*make)()) {
+  if (is_view()) return view_base()->alias_token(make);
+  std::lock_guard<std::mutex> l(mu_);
+  if (!alias_token_) alias_token_ = make();
+  return alias_token_;
+}
+
 BufferPtr TensorImpl::replay_input(bool* sole_owner) {
   std::lock_guard<std::mutex> l(mu_);
   if (state_ == TensorState::Host) value_locked();  // the upload

@@ -84,6 +84,11 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
   // The base a view reads and writes through; null for a tensor that is not a view.
   std::shared_ptr<TensorImpl> view_base() const;
+  // An opaque token a front end ties to this tensor's data, made by `make` on first request and
+  // kept as long as this tensor; a view answers with its base's. The lazy PyTorch device keeps
+  // there the storage torch sees, one per base, so a tensor and its views alias and nothing
+  // else does.
+  std::shared_ptr<void> alias_token(std::shared_ptr<void> (*make)());
   // The strides PyTorch would give this tensor (tensor/view_layout.h): row-major for a tensor of
   // its own; a view's follow its chain. Fixed at creation.
   Strides strides() const { return is_view() ? view_strides_ : contiguous_strides(shape_); }
@@ -163,6 +168,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   // kept so a failed program can restore it. A slot, not the DeviceBuffer: donation decisions
   // count DeviceBuffer references only.
   SlotPtr restore_;
+  std::shared_ptr<void> alias_token_;  // alias_token(), not a view's
 
   friend class Device;
 };
