@@ -139,23 +139,27 @@ PROGRAM = textwrap.dedent("""
         out["divergence"] = None
     except RuntimeError as e:
         out["divergence"] = str(e)
-    with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
+    with open(os.path.join(sys.argv[1], f"train{rank}.json"), "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
 """)
 
 
-@pytest.fixture(scope="module")
-def ranks(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("device_ddp")
-    script = tmp / "train.py"
-    script.write_text(PROGRAM)
+def run_two_ranks(program, tmp, name):
+    """`program` on 2 processes started by torchrun (1 thread each); each rank's JSON report."""
+    script = tmp / f"{name}.py"
+    script.write_text(program)
     env = dict(os.environ, OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1")
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
                            "--nproc-per-node", "2", str(script), str(tmp)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp / f"{name}{r}.json").read_text()) for r in range(2)]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    return run_two_ranks(PROGRAM, tmp_path_factory.mktemp("device_ddp"), "train")
 
 
 def test_collectives_on_device_tensors_are_recorded_and_run_at_the_value_read(ranks):
@@ -242,14 +246,7 @@ NATIVE = textwrap.dedent("""
 
 def test_the_native_api_runs_under_torchrun_on_gloo(tmp_path):
     np = pytest.importorskip("numpy")
-    script = tmp_path / "native.py"
-    script.write_text(NATIVE)
-    env = dict(os.environ, OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc-per-node", "2", str(script), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    ranks = [json.loads((tmp_path / f"native{r}.json").read_text()) for r in range(2)]
+    ranks = run_two_ranks(NATIVE, tmp_path, "native")
     for r in ranks:
         assert "torchrun" in r["mpi_error"] and "gloo" in r["mpi_error"], r["mpi_error"]
         assert r["backend"] == "gloo"
