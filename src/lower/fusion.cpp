@@ -18,7 +18,11 @@
 //     kernel per part writing its window of the output (parts_kernels_for): a cat's operands
 //     (fused) into consecutive ranges of the dim; a slice_scatter's src into its strided window
 //     and the base around it (step 1: the two ranges outside the window; a larger step: all of
-//     the base first, then the window over it).
+//     the base first, then the window over it). A slice_scatter whose base is materialized by
+//     this program and read by nothing else (no other use, not a root; reshapes of it count as
+//     the same buffer) writes only its window, into the base's buffer (in_place_base): a chain
+//     of window writes (DDP's gradient bucket) copies the base once, not once per link. A root
+//     that only reshapes such a value is written in place too.
 //  3. A value used more than once is recomputed in each user's kernel when its fused expression
 //     has at most kMaxRecomputedOps ops (x - max(x) in a softmax), and materialized once otherwise.
 //  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops

@@ -349,6 +349,15 @@ void Planner::part_kernel(const Node* n, int64_t dim, Out x, const View& xv, con
 // point evaluates the other parts, and a part's kernel is shared by every cat with that part's
 // structure whatever the number of parts.
 void Planner::parts_kernels_for(const Node* n, int out) {
+  if (in_place_.count(n)) {  // only the window: the base is already this value
+    const auto& sl = n->attr<ir::SliceAttrs>();
+    const Out src = out_of(n->operands[1]);
+    if (numel(src.shape()) > 0) {
+      part_kernel(n, sl.dim, src, identity(src.shape()), src.shape(), sl.start, sl.step, out,
+                  label(n) + " window, in place");
+    }
+    return;
+  }
   struct Part {
     Out x;
     View xv;
@@ -393,7 +402,37 @@ void Planner::parts_kernels_for(const Node* n, int out) {
   }
 }
 
+// A slice_scatter over a base computed by this program that nothing else reads (not a graph
+// root, one use, possibly through reshapes: free reinterpretations of its buffer) writes only its
+// window, into the base's own buffer: the two are one value. A chain of them (a gradient copied
+// into each window of a flat bucket, a KV cache written slot by slot) then costs one copy of the
+// base and its windows, not a copy of the whole base per link.
+const ir::Node* Planner::in_place_base(const Node* n) const {
+  if (n->op != OpKind::SliceScatter) return nullptr;
+  const Node* b = n->operands[0].node.get();
+  if (users_[idx(b)] != 1 || is_root_[idx(b)]) return nullptr;
+  const Node* base = sole_alias_base(b);
+  if (!base || base->num_outputs() != 1) return nullptr;
+  const Kind k = kind_of(base);
+  return k == Kind::Param || k == Kind::View ? nullptr : base;
+}
+
+// The materialized node whose buffer `n` is, through reshapes, when each link below `n` has no
+// other use and is no graph root; null otherwise.
+const ir::Node* Planner::sole_alias_base(const Node* n) const {
+  while (!mat_[idx(n)]) {
+    if (n->op != OpKind::Reshape) return nullptr;
+    n = n->operands[0].node.get();
+    if (users_[idx(n)] != 1 || is_root_[idx(n)]) return nullptr;
+  }
+  return n;
+}
+
 void Planner::kernel_for(const Node* n) {
+  if (const Node* base = in_place_base(n)) {
+    in_place_[n] = base;
+    note("slice_scatter " + label(n) + " writes its window in place over " + label(base));
+  }
   int out = value_of(out_of(n));
   KernelBuild kb;
   if (is_scatter(*n)) {

@@ -40,6 +40,8 @@ Plan Planner::run() {
 }
 
 int Planner::value_of(Out base) {
+  if (auto it = in_place_.find(base.node); it != in_place_.end())
+    return value_of(out_of(it->second));
   auto key = std::make_pair(base.node, base.index);
   auto it = value_.find(key);
   if (it != value_.end()) return it->second;
@@ -136,7 +138,11 @@ void Planner::build_steps() {
     int v = value_of(base);
     plan_.root_value[r] = v;
     PlanValue& pv = plan_.values[v];
-    if (base.node == root.node && base.index == root.index && pv.home.kind == ValueHome::Scratch) {
+    // A root that reshapes a value nothing else reads is that value's buffer, reinterpreted.
+    const bool own = (base.node == root.node && base.index == root.index) ||
+                     (users_[idx(root.node)] == 1 && root.node->op == OpKind::Reshape &&
+                      sole_alias_base(root.node) == base.node && base.node->num_outputs() == 1);
+    if (own && pv.home.kind == ValueHome::Scratch) {
       pv.home = {ValueHome::Output, r, 0};
       plan_.root_copy[r] = false;
     } else {

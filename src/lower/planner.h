@@ -117,6 +117,8 @@ class Planner {
   void part_kernel(const Node* n, int64_t dim, Out x, const View& xv, const Shape& space,
                    int64_t off, int64_t step, int out, const std::string& what);
   void parts_kernels_for(const Node* n, int out);
+  const Node* in_place_base(const Node* n) const;
+  const Node* sole_alias_base(const Node* n) const;
   void kernel_for(const Node* n);
   bool row_kernel_for(const Node* n, int out);
 
@@ -144,6 +146,8 @@ class Planner {
   bool trial_ = false;  // row_kernel_for's build: the plan values it creates, to take back
   std::vector<std::pair<const Node*, int>> trial_keys_;
   std::map<std::pair<const Node*, int>, int> value_;  // (node, output) -> plan value
+  // A slice_scatter written in place over its base (in_place_base) -> that base: one value.
+  std::unordered_map<const Node*, const Node*> in_place_;
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
   std::unordered_map<const Node*, const Node*> transposed_mm_;  // transpose -> the product it computes
 };

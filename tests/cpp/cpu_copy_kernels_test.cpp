@@ -174,6 +174,89 @@ TEST_F(CpuCopyKernels, TheGradientOfASliceIsACompiledSliceScatter) {
   EXPECT_EQ(fallbacks(plan_of(program())), 0);
 }
 
+// DistributedDataParallel's bucket: each gradient copied into its window of one flat buffer, a
+// chain of slice_scatters. Each link writes only its window into the one buffer: the base is
+// copied once, not once per link. Windows of every step and dim, over a computed base and over a
+// parameter (which is never written), the result also read by a later kernel.
+TEST_F(CpuCopyKernels, AChainOfWindowWritesWritesEachWindowInPlace) {
+  Gen gen(23);
+  for (int trial = 0; trial < 24; ++trial) {
+    const Shape shape = {gen.in(4, 9), gen.in(1, 4)};
+    const int nlinks = static_cast<int>(gen.in(2, 6));
+    const bool param_base = trial % 2 == 0;
+    const DType dt = kDtypes[trial % 4];
+    const std::vector<double> base_data = gen.values(shape);
+    struct Link {
+      int64_t dim, start, end, step;
+      std::vector<double> src;
+    };
+    std::vector<Link> links;
+    for (int k = 0; k < nlinks; ++k) {
+      const int64_t dim = gen.in(0, 1), size = shape[dim];
+      const int64_t start = gen.in(0, size - 1), end = gen.in(start, size), step = gen.in(1, 2);
+      Shape w = shape;
+      w[dim] = (end - start + step - 1) / step;
+      links.push_back({dim, start, end, step, gen.values(w)});
+    }
+    auto program = [&] {
+      Tensor bucket = make(base_data, shape, dt);
+      if (!param_base) bucket = bucket * 3;
+      for (const Link& l : links) {
+        Shape w = shape;
+        w[l.dim] = (l.end - l.start + l.step - 1) / l.step;
+        bucket.slice(l.dim, l.start, l.end, l.step).copy_(make(l.src, w, dt) + 1);
+      }
+      return std::vector<Tensor>{bucket, transpose(bucket, 0, 1) * 2};
+    };
+    const std::string what = "trial " + std::to_string(trial) + " " + shape_str(shape) + " " +
+                             std::to_string(nlinks) + " links " + std::string(dtype_name(dt)) +
+                             (param_base ? " over a parameter" : " over a computed base");
+    expect_agree(program, 0, what);
+    const lower::Plan plan = plan_of(program());
+    EXPECT_EQ(fallbacks(plan), 0) << what;
+    // The first link copies the base around its window (at most 2 parts besides it); each
+    // later link is one kernel; the transposed reader one more.
+    const int base_kernels = param_base ? 0 : 1;
+    EXPECT_LE(count_steps(plan, lower::PlanStep::Kernel), base_kernels + 3 + (nlinks - 1) + 1)
+        << what << "\n"
+        << lower::describe_plan(plan);
+    // Nothing is computed aside: the computed base is written into the root's own buffer.
+    EXPECT_EQ(plan.arena_bytes, 0) << what << "\n" << lower::describe_plan(plan);
+  }
+}
+
+// The bucket as PyTorch's DDP sees it on the device: each gradient written through a view of a
+// flat view of the buffer (view(-1), a slice, a view to the gradient's shape), so each link's base
+// is a reshape of the last link. Still one buffer, which is the root's own storage.
+TEST_F(CpuCopyKernels, WindowWritesThroughFlatViewsOfABucketWriteInPlace) {
+  const std::vector<Shape> grads = {{3, 4}, {4}, {2, 3, 2}, {5}};
+  int64_t total = 0;
+  for (const Shape& g : grads) total += numel(g);
+  auto program = [&] {
+    Tensor bucket = zeros({total}) + 1;
+    int64_t at = 0;
+    for (size_t k = 0; k < grads.size(); ++k) {
+      const Shape& s = grads[k];
+      Tensor g = reshape(cast(arange(0, numel(s)), DType::Float32), IntList(s.begin(), s.end()));
+      view(view(bucket, {-1}).slice(0, at, at + numel(s)), IntList(s.begin(), s.end()))
+          .copy_(g * static_cast<double>(k + 2));
+      at += numel(s);
+    }
+    return std::vector<Tensor>{bucket};  // its value: a reshape of the last link
+  };
+  expect_agree(program, 0, "flat bucket");
+  const lower::Plan plan = plan_of(program());
+  EXPECT_EQ(fallbacks(plan), 0);
+  // The base's kernel beside the first window (which starts at 0), one kernel per window, and
+  // one per gradient that is not a view of the bucket's window (a reshape merging dims of a
+  // computed value materializes it); no copy of the bucket aside.
+  EXPECT_LE(count_steps(plan, lower::PlanStep::Kernel), 1 + 2 * static_cast<int>(grads.size()))
+      << lower::describe_plan(plan);
+  EXPECT_LT(plan.arena_bytes, total * 4) << lower::describe_plan(plan);
+  ASSERT_EQ(plan.root_copy.size(), 1u);
+  EXPECT_FALSE(plan.root_copy[0]) << lower::describe_plan(plan);
+}
+
 TEST_F(CpuCopyKernels, ATrainingStyleLoopOfCatsAndSliceUpdatesRunsNoReferenceKernel) {
   set_active_backend("cpu");
   Tensor x = reshape(cast(arange(0, 12), DType::Float32), {12});
