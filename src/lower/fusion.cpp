@@ -139,12 +139,28 @@ Planner::Kind Planner::kind_of(const Node* n) const {
   return Kind::Opaque;
 }
 
-// The materialized output whose buffer `o` reads, through reshape aliases; empty if none.
+// The materialized output whose buffer `o` reads, through reshape aliases and chains of permutes
+// that compose to the identity (a transpose transposed back: a Linear's weight gradient on the
+// lazy device); empty if none.
 Planner::Out Planner::buffer_base(Out o) const {
   while (true) {
     if (mat_[idx(o.node)]) return o;
-    if (o.node->op != OpKind::Reshape) return {};
-    o = op0(o.node);
+    if (o.node->op == OpKind::Reshape) {
+      o = op0(o.node);
+      continue;
+    }
+    if (o.node->op != OpKind::Permute) return {};
+    std::vector<int64_t> total = o.node->attr<ir::PermuteAttrs>().perm;
+    Out x = op0(o.node);
+    while (!mat_[idx(x.node)] && x.node->op == OpKind::Permute) {
+      const std::vector<int64_t>& p = x.node->attr<ir::PermuteAttrs>().perm;
+      for (int64_t& t : total) t = p[t];
+      x = op0(x.node);
+    }
+    for (size_t d = 0; d < total.size(); ++d) {
+      if (total[d] != static_cast<int64_t>(d)) return {};
+    }
+    o = x;
   }
 }
 
@@ -240,8 +256,16 @@ void Planner::decide() {
         }
         if (folds_transposes(n) && users_[i] == 1) {
           const Node* t = user_list_[i].empty() ? nullptr : user_list_[i].back();
-          if (t && t->op == OpKind::Permute &&
-              t->attr<ir::PermuteAttrs>().perm == std::vector<int64_t>{1, 0}) {
+          auto is_transpose = [](const Node* p) {
+            return p && p->op == OpKind::Permute &&
+                   p->attr<ir::PermuteAttrs>().perm == std::vector<int64_t>{1, 0};
+          };
+          // Not where the transpose is only transposed back: the product itself is wanted.
+          const Node* back =
+              t && users_[idx(t)] == 1 && !is_root_[idx(t)] && !user_list_[idx(t)].empty()
+                  ? user_list_[idx(t)].back()
+                  : nullptr;
+          if (is_transpose(t) && !is_transpose(back)) {
             transposed_mm_[t] = n;
             note("matmul " + label(n) + " computes its transpose " + label(t) + " directly");
             break;  // not materialized: its only user computes the product itself

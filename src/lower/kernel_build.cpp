@@ -358,6 +358,13 @@ void Planner::parts_kernels_for(const Node* n, int out) {
     }
     return;
   }
+  if (n->op == OpKind::SliceScatter && chain_covers_base(n)) {  // nothing of the base survives
+    const auto& sl = n->attr<ir::SliceAttrs>();
+    const Out src = out_of(n->operands[1]);
+    part_kernel(n, sl.dim, src, identity(src.shape()), src.shape(), sl.start, sl.step, out,
+                label(n) + " window, the rest written by the chain");
+    return;
+  }
   struct Part {
     Out x;
     View xv;
@@ -415,6 +422,46 @@ const ir::Node* Planner::in_place_base(const Node* n) const {
   if (!base || base->num_outputs() != 1) return nullptr;
   const Kind k = kind_of(base);
   return k == Kind::Param || k == Kind::View ? nullptr : base;
+}
+
+// Whether slice_scatter `n` starts a chain of slice_scatters written in place over it
+// (in_place_base) whose windows, with n's own, cover all of n's base: then no element of the base
+// survives and n need not copy it (DDP's bucket: every element is some gradient's). Counts
+// windows of step 1 along n's dim, links of n's shape.
+bool Planner::chain_covers_base(const Node* n) const {
+  const auto& sl = n->attr<ir::SliceAttrs>();
+  const int64_t dim = sl.dim;
+  if (n->shape[dim] == 0 || numel(n->operands[1].shape()) == 0) return false;
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  auto add = [&](const ir::SliceAttrs& a) {
+    if (a.step == 1 && a.dim == dim) windows.push_back({a.start, a.end});
+  };
+  add(sl);
+  auto only_user = [&](const Node* x) -> const Node* {
+    const int i = idx(x);
+    return users_[i] == 1 && !is_root_[i] && user_list_[i].size() == 1 ? user_list_[i][0] : nullptr;
+  };
+  for (const Node* cur = n;;) {
+    const Node* below = cur;
+    const Node* u = only_user(cur);
+    while (u && u->op == OpKind::Reshape && !mat_[idx(u)]) {
+      below = u;
+      u = only_user(u);
+    }
+    if (!u || u->op != OpKind::SliceScatter || u->operands[0].node.get() != below ||
+        u->shape != n->shape || in_place_base(u) != cur) {
+      break;
+    }
+    add(u->attr<ir::SliceAttrs>());
+    cur = u;
+  }
+  std::sort(windows.begin(), windows.end());
+  int64_t covered = 0;
+  for (const auto& [a, b] : windows) {
+    if (a > covered) return false;
+    covered = std::max(covered, b);
+  }
+  return covered >= n->shape[dim];
 }
 
 // The materialized node whose buffer `n` is, through reshapes, when each link below `n` has no

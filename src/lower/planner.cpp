@@ -138,11 +138,9 @@ void Planner::build_steps() {
     int v = value_of(base);
     plan_.root_value[r] = v;
     PlanValue& pv = plan_.values[v];
-    // A root that reshapes a value nothing else reads is that value's buffer, reinterpreted.
-    const bool own = (base.node == root.node && base.index == root.index) ||
-                     (users_[idx(root.node)] == 1 && root.node->op == OpKind::Reshape &&
-                      sole_alias_base(root.node) == base.node && base.node->num_outputs() == 1);
-    if (own && pv.home.kind == ValueHome::Scratch) {
+    // A root that only reinterprets a computed value (a reshape, a permute back) is that value's
+    // buffer: the value lives in the root's storage, where its other readers read it.
+    if (pv.home.kind == ValueHome::Scratch) {
       pv.home = {ValueHome::Output, r, 0};
       plan_.root_copy[r] = false;
     } else {

@@ -119,6 +119,7 @@ class Planner {
   void parts_kernels_for(const Node* n, int out);
   const Node* in_place_base(const Node* n) const;
   const Node* sole_alias_base(const Node* n) const;
+  bool chain_covers_base(const Node* n) const;
   void kernel_for(const Node* n);
   bool row_kernel_for(const Node* n, int out);
 

@@ -239,6 +239,24 @@ TEST_F(CpuCompilerFusion, TransposedMatmulOperandsAreFoldedIntoTheLibraryCallAnd
   }
 }
 
+// A product transposed and transposed back (a Linear's weight gradient on the lazy device: the
+// product computes x^T g, and the gradient is its transpose's transpose) is the product itself:
+// neither computed transposed, nor copied back when it is flattened (as DDP's bucket reads it).
+TEST_F(CpuCompilerFusion, AProductTransposedBackIsTheProductWithoutACopy) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(32 * 12, 0.01f), {32, 12});
+    Tensor g = tensor<float>(ramp(32 * 8, 0.02f), {32, 8});
+    Tensor p = matmul(transpose(x, 0, 1), g);  // [12, 8]
+    Tensor back = transpose(transpose(p, 0, 1), 0, 1);
+    return std::vector<Tensor>{reshape(back, {-1}) * 2};
+  };
+  expect_agree(program, 1e-5, "transposed back");
+  const lower::Plan p = plan_of(program());
+  EXPECT_EQ(p.steps.size(), 2u) << lower::describe_plan(p);  // the product, then the kernel
+  EXPECT_EQ(lower::describe_plan(p).find("computes its transpose"), std::string::npos)
+      << lower::describe_plan(p);
+}
+
 TEST_F(CpuCompilerFusion, PermutedMatmulOperandsOfEveryKindAgree) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(96 * 40, 0.01f), {96, 40});
