@@ -53,7 +53,9 @@
 //     folded into the call: it composes to the identity (read the buffer as is) or to a
 //     transpose (sgemm's 'T'). Such a product whose only user is a transpose computes the
 //     transpose directly (C^T = op(B)^T op(A)^T): a weight gradient written (x^T g)^T costs no
-//     strided pass.
+//     strided pass; not where that transpose is only transposed back (the product itself is
+//     wanted). Permutes that compose to the identity over a materialized buffer are that buffer
+//     (buffer_base), as reshapes are.
 //  8. Graph roots are materialized into their output storage directly, except a root that is a
 //     parameter, an alias, or a repeated root: those are copied at the end.
 //  9. Index ops. gather and index_select are indirect loads and fuse like elementwise ops (rule
