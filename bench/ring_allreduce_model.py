@@ -107,10 +107,12 @@ def timed(once, reps, barrier):
     return ts[len(ts) // 2]
 
 
-def launch(route, out):
+def launch(route, out, script=__file__):
+    """Runs `script --worker route --out out` on 2 ranks x 1 thread (mpirun for "mpi", torchrun
+    otherwise) and returns what rank 0 wrote to out/<route>.json."""
     env = dict(os.environ, OMP_NUM_THREADS="1", LAZULI_NUM_THREADS="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    me = [os.path.abspath(__file__), "--worker", route, "--out", out]
+    me = [os.path.abspath(script), "--worker", route, "--out", out]
     if route == "mpi":
         cmd = [shutil.which("mpirun"), "-n", "2", "--oversubscribe", sys.executable] + me
     else:
@@ -122,7 +124,7 @@ def launch(route, out):
         errors = list(dict.fromkeys(line for line in lines if any(k in line for k in keys)))[:20]
         raise RuntimeError(f"{route} failed (exit {proc.returncode}):\n" + "\n".join(errors + ["..."] + lines[-12:]))
     with open(os.path.join(out, f"{route}.json")) as f:
-        return {int(k): v for k, v in json.load(f).items()}
+        return {int(k): v for k, v in json.load(f).items()} if script == __file__ else json.load(f)
 
 
 def fit(times):

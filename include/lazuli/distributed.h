@@ -40,8 +40,12 @@ void barrier();
 [[noreturn]] void abort(int code = 1);
 
 // DistributedDataParallel's mechanism: every gradient that backward() accumulates into `param`
-// is first all-reduced (averaged) over the default group, inside the step graph. Throws
-// lz::Error when no group is started, ValueError for a tensor that is not a leaf requiring grad.
-void average_gradients(const Tensor& param);
+// is first all-reduced (averaged) over the default group, inside the step graph. backward()
+// reduces such gradients in buckets: in the order it produces them, one all_reduce over the
+// concatenation of gradients of one dtype until they reach `bucket_cap_bytes` (0: one all_reduce
+// per parameter). Throws lz::Error when no group is started, ValueError for a tensor that is not a
+// leaf requiring grad or a negative cap.
+inline constexpr int64_t kDefaultBucketCapBytes = int64_t{4} << 20;
+void average_gradients(const Tensor& param, int64_t bucket_cap_bytes = kDefaultBucketCapBytes);
 
 }  // namespace lz::distributed

@@ -27,7 +27,9 @@ void bind_distributed(py::module_& parent) {
   m.def("broadcast", [](lz::Tensor& t, int src) { d::broadcast(t, src); }, py::arg("tensor"), py::arg("src"));
   m.def("all_gather", &d::all_gather, py::arg("tensor"));
   m.def("reduce_scatter", &d::reduce_scatter, py::arg("tensor"), py::arg("op") = d::ReduceOp::SUM);
-  m.def("average_gradients", &d::average_gradients, py::arg("param"));
+  m.attr("DEFAULT_BUCKET_CAP_BYTES") = d::kDefaultBucketCapBytes;
+  m.def("average_gradients", &d::average_gradients, py::arg("param"),
+        py::arg("bucket_cap_bytes") = d::kDefaultBucketCapBytes);
   m.def("abort", [](int code) { d::abort(code); }, py::arg("code") = 1);
 }
 

@@ -6,12 +6,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/grad_mode.h"
 #include "autograd/grad_rules.h"
-#include "tensor/leaf_registry.h"
+#include "core/grad_mode.h"
 #include "lazuli/autograd.h"
+#include "lazuli/ops.h"
 #include "ops/distributed.h"
 #include "ops/frontend.h"
+#include "tensor/leaf_registry.h"
 
 namespace lz {
 namespace {
@@ -48,13 +49,14 @@ std::vector<NodePtr> requires_grad_post_order(const NodePtr& root) {
   return order;
 }
 
+// A contribution to `leaf`'s gradient, of the leaf's dtype and shape.
+Value leaf_contribution(const internal::TensorImpl& leaf, Value g) {
+  g = frontend::cast(std::move(g), leaf.dtype());
+  if (g.shape() != leaf.shape()) g = frontend::broadcast_to(g, leaf.shape());
+  return g;
+}
+
 void accumulate_grad(const std::shared_ptr<internal::TensorImpl>& leaf, Value g) {
-  g = frontend::cast(std::move(g), leaf->dtype());
-  if (g.shape() != leaf->shape()) g = frontend::broadcast_to(g, leaf->shape());
-  // Data parallelism: the contribution is averaged over the ranks before it accumulates (an
-  // accumulated grad is then the same on every rank, so averaging each contribution is the
-  // average of the sum).
-  if (leaf->averages_grad()) g = frontend::average_over_world(g, "backward");
   std::shared_ptr<internal::TensorImpl> cur = leaf->grad();
   if (!cur) {
     leaf->set_grad(frontend::wrap(g).impl());
@@ -63,6 +65,67 @@ void accumulate_grad(const std::shared_ptr<internal::TensorImpl>& leaf, Value g)
   // In place on the existing grad tensor, so its old buffer can be donated at the barrier.
   cur->set_value(frontend::node(ir::OpKind::Add, {cur->value(), g}));
 }
+
+// Data parallelism: the contributions of one backward() to the leaves whose gradients are averaged
+// over the ranks, summed per leaf, in the order the walk reached each leaf first (the last layer's
+// first). Averaging the sum equals summing the averages, and an accumulated gradient is then the
+// same on every rank.
+class AveragedGrads {
+ public:
+  void add(const std::shared_ptr<internal::TensorImpl>& leaf, Value g) {
+    auto [it, fresh] = at_.try_emplace(leaf.get(), items_.size());
+    if (fresh) {
+      items_.push_back({leaf, std::move(g)});
+    } else {
+      Value& sum = items_[it->second].g;
+      sum = frontend::node(ir::OpKind::Add, {sum, std::move(g)});
+    }
+  }
+
+  // One all_reduce per bucket: consecutive gradients of one dtype until their bytes reach the
+  // leaves' cap (PyTorch's DDP closes its buckets so), concatenated flat; a bucket of one is
+  // reduced as it is. Each leaf then accumulates its slice of the average (a view: the slice
+  // fuses into the accumulation). Fewer, larger all_reduces: the engine's per-call cost is paid
+  // per bucket (bench/RESULTS.md 20.4).
+  void reduce() {
+    for (size_t i = 0; i < items_.size();) {
+      const int64_t cap = items_[i].leaf->grad_bucket_bytes();
+      const DType dt = items_[i].g.dtype();
+      size_t j = i;
+      int64_t bytes = 0;
+      do {
+        bytes += numel(items_[j].g.shape()) * static_cast<int64_t>(dtype_size(dt));
+        ++j;
+      } while (j < items_.size() && bytes < cap && items_[j].g.dtype() == dt &&
+               items_[j].leaf->grad_bucket_bytes() == cap);
+      if (j - i == 1) {
+        accumulate_grad(items_[i].leaf, frontend::average_over_world(items_[i].g, "backward"));
+      } else {
+        std::vector<Tensor> flat;
+        for (size_t k = i; k < j; ++k) flat.push_back(reshape(frontend::wrap(items_[k].g), {-1}));
+        const Tensor avg = frontend::wrap(
+            frontend::average_over_world(frontend::value_of(cat(flat, 0), "backward"), "backward"));
+        int64_t at = 0;
+        for (size_t k = i; k < j; ++k) {
+          const Shape& s = items_[k].g.shape();
+          const int64_t n = numel(s);
+          const Tensor part = reshape(avg.slice(0, at, at + n), IntList(s.begin(), s.end()));
+          accumulate_grad(items_[k].leaf, frontend::value_of(part, "backward"));
+          at += n;
+        }
+      }
+      i = j;
+    }
+  }
+
+ private:
+  struct Item {
+    std::shared_ptr<internal::TensorImpl> leaf;
+    Value g;
+  };
+  std::vector<Item> items_;
+  std::unordered_map<const internal::TensorImpl*, size_t> at_;
+};
 
 }  // namespace
 
@@ -158,6 +221,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     slot = slot ? frontend::node(ir::OpKind::Add, {slot, std::move(g)}) : std::move(g);
   };
   add_grad(rv, g0);
+  AveragedGrads averaged;
   for (size_t i = order.size(); i-- > 0;) {
     const NodePtr& n = order[i];
     auto it = grads.find(n.get());
@@ -166,7 +230,14 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     grads.erase(it);
     autograd::GradRule rule = autograd::grad_rule(n->op);
     if (rule.kind == autograd::GradKind::Leaf) {
-      if (auto t = autograd::leaf_tensor(n.get())) accumulate_grad(t, g[0]);
+      if (auto t = autograd::leaf_tensor(n.get())) {
+        Value c = leaf_contribution(*t, g[0]);
+        if (t->averages_grad()) {
+          averaged.add(t, std::move(c));
+        } else {
+          accumulate_grad(t, std::move(c));
+        }
+      }
       continue;
     }
     if (rule.kind == autograd::GradKind::NotDifferentiable) {
@@ -182,6 +253,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     }
     if (!retain_graph) n->grad_consumed = true;
   }
+  averaged.reduce();
   if (!retain_graph) root.impl()->release_tape();
 }
 

@@ -176,14 +176,18 @@ void abort(int code) {
   std::abort();  // an engine's abort does not return
 }
 
-void average_gradients(const Tensor& param) {
+void average_gradients(const Tensor& param, int64_t bucket_cap_bytes) {
   dist::require_world("average_gradients");
   if (!param.defined()) throw ValueError("average_gradients: the tensor is undefined");
   if (!param.impl()->requires_grad_flag()) {
     throw ValueError("average_gradients: the tensor is not a leaf that requires grad (" +
                      frontend::desc("average_gradients", param) + ")");
   }
-  param.impl()->set_averages_grad(true);
+  if (bucket_cap_bytes < 0) {
+    throw ValueError("average_gradients: bucket_cap_bytes must be >= 0, got " +
+                     std::to_string(bucket_cap_bytes));
+  }
+  param.impl()->set_averages_grad(true, bucket_cap_bytes);
 }
 
 }  // namespace distributed

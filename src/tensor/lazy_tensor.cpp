@@ -293,12 +293,17 @@ void TensorImpl::set_grad(std::shared_ptr<TensorImpl> g) {
 
 bool TensorImpl::averages_grad() const {
   std::lock_guard<std::mutex> l(mu_);
-  return averages_grad_;
+  return grad_bucket_bytes_ >= 0;
 }
 
-void TensorImpl::set_averages_grad(bool on) {
+int64_t TensorImpl::grad_bucket_bytes() const {
   std::lock_guard<std::mutex> l(mu_);
-  averages_grad_ = on;
+  return grad_bucket_bytes_;
+}
+
+void TensorImpl::set_averages_grad(bool on, int64_t bucket_bytes) {
+  std::lock_guard<std::mutex> l(mu_);
+  grad_bucket_bytes_ = on ? std::max<int64_t>(bucket_bytes, 0) : -1;
 }
 
 ir::Value TensorImpl::autograd_value() {

@@ -113,10 +113,12 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   void set_requires_grad_flag(bool on);
   std::shared_ptr<TensorImpl> grad() const;
   void set_grad(std::shared_ptr<TensorImpl> g);
-  // A leaf whose gradient contributions are averaged over the default process group before they
-  // accumulate (lz::distributed::average_gradients, DistributedDataParallel).
+  // A leaf whose gradient is averaged over the default process group before it accumulates
+  // (lz::distributed::average_gradients, DistributedDataParallel), in buckets of about
+  // grad_bucket_bytes() with other such leaves (0: its own all_reduce).
   bool averages_grad() const;
-  void set_averages_grad(bool on);
+  int64_t grad_bucket_bytes() const;
+  void set_averages_grad(bool on, int64_t bucket_bytes = 0);
   // The IR backward starts from: value(), or, for a tensor a value read materialized while its IR
   // required grad, that IR (the "tape", kept until a backward consumes it).
   ir::Value autograd_value();
@@ -161,7 +163,7 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   ir::Value view_cache_;
   bool requires_grad_ = false;             // leaf flag (autograd)
   std::shared_ptr<TensorImpl> grad_;       // accumulated gradient of a leaf
-  bool averages_grad_ = false;             // all-reduce gradient contributions (a leaf)
+  int64_t grad_bucket_bytes_ = -1;         // all-reduce gradient contributions (a leaf); -1: no
   ir::NodePtr grad_leaf_node_;             // IR state leaf: the GradLeaf over ir_ ("asked twice, same node")
   ir::Value tape_;                         // DeviceData reached from requires-grad IR: that IR
   // IR: the data held before the pending IR (its buffer's slot, or a slot over the host copy),

@@ -298,5 +298,58 @@ TEST_F(Collectives, AveragedGradientsAreTheMeanOfEveryRanksContribution) {
   EXPECT_THROW(distributed::average_gradients(plain), ValueError);  // not a leaf requiring grad
 }
 
+// backward() reduces averaged gradients in buckets: in the order the walk reaches the leaves
+// (the last layer's first), gradients of one dtype until their bytes reach the cap, one
+// all_reduce each; a leaf reached twice (a shared weight) is reduced once, its contributions
+// summed. Every cap gives every leaf the same average.
+TEST_F(Collectives, AveragedGradientsAreReducedInBucketsOfTheCap) {
+  struct Case {
+    int64_t cap;
+    std::vector<int64_t> counts;  // the all_reduces' element counts, in call order
+  };
+  // Layers a [3], b [2, 2], c [5], d [1], d last: the walk reaches d, c, b, a.
+  const Case cases[] = {{0, {1, 5, 4, 3}},  // one per parameter
+                        {16, {6, 4, 3}},    // d + c = 24 bytes >= 16; b = 16 bytes alone
+                        {24, {6, 7}},       // a bucket closes when it reaches the cap
+                        {28, {10, 3}},
+                        {1 << 20, {13}}};  // one bucket
+  for (const Case& c : cases) {
+    SCOPED_TRACE("cap " + std::to_string(c.cap));
+    Tensor a = tensor<float>({1, 2, 3}, {3});
+    Tensor b = tensor<float>({1, -1, 2, -2}, {2, 2});
+    Tensor cc = tensor<float>({0.5, 1, 1.5, 2, 2.5}, {5});
+    Tensor d = tensor<float>({4}, {1});
+    for (Tensor* t : {&a, &b, &cc, &d}) {
+      set_requires_grad(*t);
+      distributed::average_gradients(*t, c.cap);
+    }
+    sync();
+    wait();
+    group_->reduced_counts.clear();
+    // sa = sum(a^2), then each layer multiplies by its sum; a is also read by the last layer.
+    Tensor sa = sum(a * a), sb = sum(b * b), sc = sum(cc), sd = sum(d * a.slice(0, 0, 1));
+    Tensor loss = sa * sb * sc * sd;
+    backward(loss);
+    sync();
+    wait();
+    EXPECT_EQ(group_->reduced_counts, c.counts);
+    const float va = 14, vb = 10, vc = 7.5f, vd = 4;  // sa, sb, sc, sd
+    // The simulated rank 1 contributes twice rank 0's gradient: the average is 1.5 times it.
+    std::vector<float> ga = grad(a).to_vector<float>();
+    for (int i = 0; i < 3; ++i) {
+      const float x = static_cast<float>(i + 1);
+      EXPECT_FLOAT_EQ(ga[i], 1.5f * (2 * x * vb * vc * vd + (i == 0 ? va * vb * vc * 4 : 0))) << i;
+    }
+    std::vector<float> gb = grad(b).to_vector<float>();
+    const float bv[] = {1, -1, 2, -2};
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(gb[i], 1.5f * 2 * bv[i] * va * vc * vd) << i;
+    for (float g : grad(cc).to_vector<float>()) EXPECT_FLOAT_EQ(g, 1.5f * va * vb * vd);
+    EXPECT_FLOAT_EQ(grad(d).to_vector<float>()[0], 1.5f * va * vb * vc * 1);
+  }
+  Tensor w = tensor<float>({1}, {1});
+  set_requires_grad(w);
+  EXPECT_THROW(distributed::average_gradients(w, -1), ValueError);
+}
+
 }  // namespace
 }  // namespace lz

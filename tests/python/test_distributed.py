@@ -145,27 +145,32 @@ DDP_PROGRAM = """
         return [p.numpy() for p in m.parameters()]
 
     # Each rank's own initialization: DistributedDataParallel makes rank 0's everyone's.
-    ddp = lz.nn.parallel.DistributedDataParallel(model(seed=100 + r))
+    ddp = lz.nn.parallel.DistributedDataParallel(model(seed=100 + r), bucket_cap_mb=CAP)
     before = lz.debug.counter_value("UncachedCompile")
+    reduces = lz.debug.counter_value("ExecutedNode::all_reduce")
     share = slice(r * 8 // n, (r + 1) * 8 // n)
     got = train(ddp, X[share], Y[share])
     compiles = lz.debug.counter_value("UncachedCompile") - before
+    reduces = lz.debug.counter_value("ExecutedNode::all_reduce") - reduces
     # The same model trained in one process on the whole batch.
     want = train(model(seed=100), X, Y)
     emit(diff=max(float(np.abs(a - b).max()) for a, b in zip(got, want)), compiles=compiles,
-         params=[p.ravel().tolist() for p in got])
+         params=[p.ravel().tolist() for p in got], reduces=reduces)
 """
 
 
+# The default buckets (the model's 4 gradients in one all_reduce) and one per parameter.
 @needs_mpi
-def test_data_parallel_training_equals_one_process_over_the_whole_batch():
-    ranks = mpirun(2, DDP_PROGRAM)
+@pytest.mark.parametrize("cap,reduces_per_step", [(None, 1), (0, 4)])
+def test_data_parallel_training_equals_one_process_over_the_whole_batch(cap, reduces_per_step):
+    ranks = mpirun(2, DDP_PROGRAM.replace("bucket_cap_mb=CAP", f"bucket_cap_mb={cap}"))
     (a,), (b,) = ranks
     assert a["diff"] < 1e-5 and b["diff"] < 1e-5, (a["diff"], b["diff"])
     assert a["params"] == b["params"], "the ranks' parameters differ"
     # A step program for the first step and one for the steady state (the optimizer's momentum
     # buffers appear at step 2), then none: the collectives add no recompiles.
     assert a["compiles"] <= 2, a["compiles"]
+    assert a["reduces"] == 5 * reduces_per_step, a["reduces"]
 
 
 @needs_mpi

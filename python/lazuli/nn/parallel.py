@@ -15,9 +15,14 @@ class DistributedDataParallel(Module):
     when wrapped), so every rank takes the same steps; buffers are rank 0's again at every
     forward (``broadcast_buffers``).
 
+    The gradients are reduced in buckets, as PyTorch's are: in the order the backward produces
+    them, one all_reduce over gradients of about ``bucket_cap_mb`` MiB together (default 4: on
+    Open MPI's shared memory, larger messages run slower; ``0``: one all_reduce per parameter).
+
     Needs ``lazuli.distributed.init_process_group`` first."""
 
-    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 bucket_cap_mb=None):
         super().__init__()
         if not _dist.is_initialized():
             raise RuntimeError("DistributedDataParallel: the default process group is not "
@@ -35,9 +40,13 @@ class DistributedDataParallel(Module):
         # Run now: the first training step's program then holds no parameter broadcast, the same
         # program as every later step's.
         _C.sync_tensors(state, True)
+        if bucket_cap_mb is not None and not bucket_cap_mb >= 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be >= 0, got {bucket_cap_mb!r}")
+        cap = (_dist._d.DEFAULT_BUCKET_CAP_BYTES if bucket_cap_mb is None
+               else int(bucket_cap_mb * 2**20))
         for p in module.parameters():
             if p.requires_grad:
-                _dist._d.average_gradients(p)
+                _dist._d.average_gradients(p, cap)
 
     def _buffers_to_broadcast(self):
         return [b for _, b in self.module.named_buffers()] if self.broadcast_buffers else []
