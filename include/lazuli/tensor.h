@@ -124,6 +124,8 @@ class Tensor {
   // are row-major: view() and reshape() follow PyTorch's aliasing rules through them.
   std::vector<int64_t> strides() const;
   bool is_contiguous() const;
+  // Whether this tensor is a view of another: writes to it reach its base.
+  bool is_view() const;
   // A copy that is no longer a view.
   Tensor contiguous() const;
   Tensor clone() const { return contiguous(); }

@@ -419,6 +419,13 @@ void lower(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpPlan
   try {
     switch (plan.mode) {
       case Mode::Functional:
+        if (plan.entry->has(lz::aten::kCopiedView) && out.is_tensor() && !out.tensor().is_view()) {
+          at::Tensor t = wrap(out.tensor());  // a copy standing for a view: writes would be lost
+          impl_of(t)->set_read_only("a copy made for " + plan.name +
+                                    " (an ATen view Lazuli has no view for)");
+          stack->push_back(std::move(t));
+          break;
+        }
         if (plan.returns_list) {
           c10::List<at::Tensor> list;
           for (const Arg& a : out.list()) list.push_back(wrap(a.tensor()));

@@ -145,8 +145,11 @@ void bind_aten(py::module_& m) {
       .def_property_readonly("note", [](const lz::aten::Entry& e) { return e.note; })
       .def_property_readonly("random",
                              [](const lz::aten::Entry& e) { return e.has(lz::aten::kRandom); })
-      .def_property_readonly("view",
-                             [](const lz::aten::Entry& e) { return e.has(lz::aten::kView); })
+      .def_property_readonly(
+          "view",
+          [](const lz::aten::Entry& e) {  // an ATen view, lowered as one or as a copy
+            return e.has(lz::aten::kView) || e.has(lz::aten::kCopiedView);
+          })
       .def_property_readonly("mutates",
                              [](const lz::aten::Entry& e) { return e.has(lz::aten::kMutates); })
       .def(

@@ -54,6 +54,12 @@ Arg full_entry(const Args& a, Call&) {
   return full(a[0].ints(), scalar_as(a[1], dt), dt);
 }
 
+// new_empty_strided(x, size, stride, dtype, layout, device, pin_memory): a fresh tensor whose
+// values are unspecified; zeros (Lazuli's tensors have no strides of their own to give it).
+Arg new_empty_strided_entry(const Args& a, Call&) {
+  return zeros(a[1].ints(), dtype_or(a[3], a[0].tensor().dtype()));
+}
+
 Arg full_like_entry(const Args& a, Call&) {
   const Tensor& x = a[0].tensor();
   DType dt = dtype_or(a[2], x.dtype());
@@ -224,6 +230,44 @@ Arg cat_entry(const Args& a, Call&) {
   return cat(keep, wrap(a[1].to_int(), keep[0].dim()));
 }
 
+// ---- memory-layout views ----------------------------------------------------------------------
+
+// unfold(x, dim, size, step): every window of `size` elements along dim, `step` apart, as a new
+// last dim; dim keeps the windows' count. The windows gathered (index_select), so a copy.
+Arg unfold_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  const int64_t size = a[2].to_int(), step = a[3].to_int();
+  if (x.dim() == 0) {  // eager: a 0-d tensor is one element
+    if (size > 1)
+      throw ValueError("unfold: maximum size for tensor at dimension 0 is 1 but size is " +
+                       std::to_string(size));
+    if (step <= 0) throw ValueError("unfold: step is " + std::to_string(step) + " but must be > 0");
+    return reshape(x, {size});
+  }
+  const int64_t dim = wrap(a[1].to_int(), x.dim());
+  const int64_t length = x.shape()[dim];
+  if (size > length || size < 0) {
+    throw ValueError("unfold: maximum size for tensor at dimension " + std::to_string(dim) +
+                     " is " + std::to_string(length) + " but size is " + std::to_string(size));
+  }
+  if (step <= 0) throw ValueError("unfold: step is " + std::to_string(step) + " but must be > 0");
+  const int64_t count = (length - size) / step + 1;
+  Tensor index = reshape(arange(0, count, 1, DType::Int64) * step, {count, 1}) +
+                 reshape(arange(0, size, 1, DType::Int64), {1, size});
+  Tensor g = index_select(x, dim, reshape(index, {-1}));
+  IntList shape(x.shape().begin(), x.shape().end());
+  shape[dim] = count;
+  shape.insert(shape.begin() + dim + 1, size);
+  IntList perm;
+  for (int64_t d = 0; d <= x.dim(); ++d) {
+    if (d != dim + 1) perm.push_back(d);
+  }
+  perm.push_back(dim + 1);
+  // contiguous(): a tensor of its own, not a view of a temporary (a front end whose tensors alias
+  // tells a copy from a view by is_view()).
+  return permute(reshape(g, shape), perm).contiguous();
+}
+
 }  // namespace
 
 void add_shape(TableBuilder& b) {
@@ -280,6 +324,10 @@ void add_shape(TableBuilder& b) {
         {.flags = kView});
   b.add({"aten.alias.default"}, kAll, [](const Args& a, Call&) -> Arg { return a[0]; },
         {.flags = kView});
+  // A view of memory Lazuli lowers as a copy: a front end whose tensors alias marks it read-only
+  // (kCopiedView).
+  b.add({"aten.unfold.default"}, kAll, unfold_entry,
+        {.note = "the windows gathered (a copy)", .flags = kCopiedView});
 
   // ---- copies
   b.add({"aten.clone.default", "aten.lift_fresh_copy.default"}, kAll,
@@ -394,6 +442,8 @@ void add_shape(TableBuilder& b) {
           return zeros(a[0].ints(), dtype_or(a[2], default_float_dtype()));
         },
         {.when = factory_when(2), .note = "zero-filled"});
+  b.add({"aten.new_empty_strided.default"}, kAll, new_empty_strided_entry,
+        {.when = factory_when(3), .note = "zero-filled"});
   b.add({"aten.empty_like.default"}, kAll,
         [](const Args& a, Call&) -> Arg {
           const Tensor& x = a[0].tensor();

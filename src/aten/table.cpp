@@ -165,7 +165,7 @@ Arg lower(const Entry& entry, const Args& args, Call& call,
     half |= dt == DType::Float16;
     bfloat |= dt == DType::BFloat16;
   });
-  if ((!half && !bfloat) || entry.has(kView) || entry.has(kMutates) ||
+  if ((!half && !bfloat) || entry.has(kView) || entry.has(kCopiedView) || entry.has(kMutates) ||
       (bfloat && entry.has(kBFloat16Native))) {
     return entry.lower(args, call);
   }

@@ -76,6 +76,8 @@ enum EntryFlag : uint32_t {
   kView = 1u << 1,            // an ATen view (its result aliases its input): keeps 16-bit operands
   kMutates = 1u << 2,         // updates an argument in place (copy_): keeps 16-bit operands
   kBFloat16Native = 1u << 3,  // bfloat16 operands computed as eager does (oneDNN's bf16 products)
+  kCopiedView = 1u << 4,      // an ATen view lowered as a copy where Lazuli has no view for it:
+                              // a front end whose tensors alias refuses writes into the result
 };
 
 struct Entry {

@@ -228,6 +228,11 @@ std::vector<int64_t> Tensor::strides() const {
   check_defined("strides");
   return impl_->strides();
 }
+bool Tensor::is_view() const {
+  check_defined("is_view");
+  return impl_->is_view();
+}
+
 bool Tensor::is_contiguous() const {
   check_defined("is_contiguous");
   return impl_->is_contiguous();

@@ -58,6 +58,13 @@ LZ_ATEN_ROWS(Shape) {
       {"aten.unsqueeze.default", [] { return Args{iota({2}), -1}; }, {{kFloat32, {2, 1}, {1, 2}}}},
       {"aten.unsqueeze.default", [] { return Args{iota({2}), 0}; }, {{kFloat32, {1, 2}, {1, 2}}}},
       {"aten.alias.default", [] { return Args{iota({2}, kInt64)}; }, {{kInt64, {2}, {1, 2}}}},
+      // unfold: each window a new last dim
+      {"aten.unfold.default", [] { return Args{iota({2, 5}), 1, 2, 2}; },
+       {{kFloat32, {2, 2, 2}, {1, 2, 3, 4, 6, 7, 8, 9}}}},
+      {"aten.unfold.default", [] { return Args{iota({3, 2}), 0, 2, 1}; },
+       {{kFloat32, {2, 2, 2}, {1, 3, 2, 4, 3, 5, 4, 6}}}},
+      {"aten.unfold.default", [] { return Args{iota({4}, kInt32), -1, 4, 1}; },
+       {{kInt32, {1, 4}, {1, 2, 3, 4}}}},
 
       // ---- copies
       {"aten.clone.default", [] { return Args{iota({2}, kInt32), Arg()}; },
@@ -160,6 +167,9 @@ LZ_ATEN_ROWS(Shape) {
       {"aten.empty_permuted.default",
        [=] { return Args{L({1, 2}), L({1, 0}), kInt64, none, none, none}; },
        {{kInt64, {1, 2}, {0, 0}}}},
+      {"aten.new_empty_strided.default",
+       [=] { return Args{iota({2}, kInt64), L({2, 3}), L({3, 1}), none, none, none, none}; },
+       {{kInt64, {2, 3}, {0, 0, 0, 0, 0, 0}}}},
       {"aten.empty_like.default",
        [=] { return Args{iota({2}, kInt32), none, none, none, none, none}; },
        {{kInt32, {2}, {0, 0}}}},
@@ -265,6 +275,9 @@ TEST(AtenShape, ConditionsNameTheirReasons) {
   EXPECT_EQ(why_not("aten.empty_like.default", {x, none, none, device("lazuli:0"), false, none}),
             std::nullopt);
   EXPECT_EQ(why_not("aten.arange.start", {0, 2, lz::kBool, none, none, none}), "bool arange");
+  EXPECT_EQ(why_not("aten.new_empty_strided.default",
+                    {x, L({2}), L({1}), none, none, device("cuda:0"), none}),
+            "device cuda:0");
   // Slices with a step that is not positive.
   EXPECT_EQ(why_not("aten.slice.Tensor", {x, 0, none, none, -1}), "step -1");
   EXPECT_EQ(why_not("aten.slice_scatter.default", {x, x, 0, none, none, 0}), "step 0");

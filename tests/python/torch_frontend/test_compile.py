@@ -97,6 +97,28 @@ def test_backend_is_found_by_name_after_pip_install():
     assert counter("TorchTrace") == 1
 
 
+# unfold (sliding windows) and new_empty_strided lower: one partition each way, nothing in eager,
+# values and gradients as eager's.
+@pytest.mark.parametrize("name", ["unfold", "unfold_of_computed", "new_empty_strided"])
+def test_unfold_and_strided_factories_lower_without_eager(name):
+    fns = {
+        "unfold": lambda x: (x.unfold(1, 3, 2) * 2).sum(-1),
+        "unfold_of_computed": lambda x: (x * 2).exp().unfold(0, 2, 1).mean((-1, 1)),
+        "new_empty_strided": lambda x: x.new_empty_strided((2, 3), (3, 1)).fill_(1) + x[:2, :3],
+    }
+    f = fns[name]
+    x = torch.randn(4, 9, requires_grad=True)
+    compiled = torch.compile(f, backend=BACKEND)
+    got, want = compiled(x), f(x)
+    torch.testing.assert_close(got, want)
+    (gx,) = torch.autograd.grad(got.sum(), x)
+    (wx,) = torch.autograd.grad(want.sum(), x)
+    torch.testing.assert_close(gx, wx)
+    fallbacks = [n for n in lz.debug.counter_names() if n.startswith("fallback::") and counter(n)]
+    assert fallbacks == [], fallbacks
+    assert counter("TorchPartition") == 2  # the forward and the backward
+
+
 def test_unsupported_dtype_falls_back_between_partitions_and_is_counted(tmp_path):
     def f(x, w):
         y = torch.relu(x @ w)

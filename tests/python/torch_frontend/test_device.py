@@ -199,6 +199,16 @@ def test_as_strided_over_a_dense_region_is_a_view_that_writes_reach():
         windows.add_(1)
 
 
+def test_unfold_on_the_device_is_lazy_and_a_copy_that_refuses_writes():
+    x = torch.arange(20.0).reshape(2, 10)
+    got = x.to(DEV).unfold(1, 4, 3)
+    assert got.shape == (2, 3, 4)
+    torch.testing.assert_close(got.cpu(), x.unfold(1, 4, 3))
+    assert counter("fallback::aten.unfold.default") == 0
+    with pytest.raises(RuntimeError, match="unfold"):
+        got.add_(1)
+
+
 def test_a_tensor_and_its_views_share_a_storage_and_nothing_else_does():
     # One empty storage per root tensor: at::Tensor::is_alias_of (DDP's reducer asks it of every
     # gradient) compares storages.
