@@ -117,16 +117,21 @@ void bind_aten(py::module_& m) {
   py::module_ a = m.def_submodule("_aten", "The ATen lowering table (src/aten/table.h).");
   py::class_<lz::aten::TensorMeta>(a, "TensorMeta")
       .def(py::init([](const py::object& dtype, const std::vector<int64_t>& shape,
-                       const std::string& unsupported) {
+                       const std::string& unsupported,
+                       const std::optional<std::vector<int64_t>>& strides, int64_t storage_offset) {
              lz::aten::TensorMeta m;
              if (!dtype.is_none()) m.dtype = dtype.cast<lz::DType>();
              m.shape = shape;
              m.unsupported = unsupported;
+             m.strides = strides;
+             m.storage_offset = storage_offset;
              return m;
            }),
            py::arg("dtype"), py::arg("shape"), py::arg("unsupported") = "",
+           py::arg("strides") = py::none(), py::arg("storage_offset") = 0,
            "A tensor known only by its type: dtype None (a dtype Lazuli lacks) needs "
-           "`unsupported`.");
+           "`unsupported`; `strides` and `storage_offset`: eager's layout at run time, where "
+           "known.");
   py::class_<Foreign>(a, "Foreign")
       .def(py::init([](const std::string& kind, const std::string& text) {
              return Foreign{foreign_kind(kind), text};

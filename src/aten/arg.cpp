@@ -165,6 +165,22 @@ const Shape& Arg::tensor_shape() const {
 
 int64_t Arg::tensor_numel() const { return numel(tensor_shape()); }
 
+bool Arg::dense_from_storage_start() const {
+  if (kind_ != Kind::Tensor) wrong_kind("a tensor");
+  const Shape& shape = tensor_shape();
+  auto dense = [&](const std::vector<int64_t>& strides) {
+    if (strides.size() != shape.size()) return false;
+    int64_t expected = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (shape[d] != 1 && strides[d] != expected) return false;
+      expected *= shape[d];
+    }
+    return true;
+  };
+  if (!meta_) return dense(tensor_.strides());
+  return meta_->strides && meta_->storage_offset == 0 && dense(*meta_->strides);
+}
+
 const std::string& Arg::unsupported() const {
   static const std::string none;
   return meta_ ? meta_->unsupported : none;

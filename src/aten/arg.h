@@ -23,6 +23,11 @@ struct TensorMeta {
   std::optional<DType> dtype;
   Shape shape;
   std::string unsupported;  // "dtype int16", "device cuda:0", "layout torch.sparse_coo"; or ""
+  // Eager's memory layout where the front end knows it at run time (as_strided reads memory, not
+  // values); unknown for a tensor whose storage the program does not make (an input, or a view
+  // of one: its storage offset is not known when the program is built).
+  std::optional<std::vector<int64_t>> strides;
+  int64_t storage_offset = 0;
 };
 
 class Arg {
@@ -98,6 +103,10 @@ class Arg {
   int64_t tensor_numel() const;
   // Why this tensor cannot lower whatever the entry ("dtype int16"), or "" (live tensors: never).
   const std::string& unsupported() const;
+  // Whether eager holds this tensor's elements row-major from the start of its storage: a live
+  // Lazuli tensor whose strides are contiguous, or a meta whose known layout is (an unknown
+  // layout is not). What an entry reading memory (as_strided) needs to read values instead.
+  bool dense_from_storage_start() const;
 
   // "float32[2, 3]", "3", "[1, 2]", "None": for messages.
   std::string describe() const;

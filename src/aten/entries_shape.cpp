@@ -232,6 +232,114 @@ Arg cat_entry(const Args& a, Call&) {
 
 // ---- memory-layout views ----------------------------------------------------------------------
 
+// The flat positions (row-major in x) of the elements as_strided(x, sizes, stride, offset) names,
+// in the result's row-major order.
+Tensor strided_index(const IntList& sizes, const IntList& stride, int64_t offset) {
+  const size_t n = sizes.size();
+  Tensor index = full({}, offset, DType::Int64);
+  for (size_t d = 0; d < n; ++d) {
+    IntList shape(n, 1);
+    shape[d] = sizes[d];
+    index = index + reshape(arange(0, sizes[d], 1, DType::Int64) * stride[d], shape);
+  }
+  return reshape(index, {-1});
+}
+
+// as_strided(x, size, stride, offset) over an x eager holds row-major from its storage's start
+// (the condition below): element i of the result is x's flat element offset + sum(i_d *
+// stride_d). Where the strides, sorted, are a dense row-major layout of the sizes (a transpose
+// written by hand, a bucket view), a view of x (a flat slice, a view, a permute); otherwise the
+// elements gathered, a copy.
+Tensor as_strided_of(const Tensor& x, const IntList& sizes, const IntList& stride, int64_t offset) {
+  const size_t n = sizes.size();
+  std::vector<size_t> order(n);  // dims from the largest stride to the smallest
+  for (size_t d = 0; d < n; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return stride[a] > stride[b]; });
+  int64_t count = 1, expected = 1;
+  bool dense = true;
+  for (size_t i = n; i-- > 0;) {
+    const size_t d = order[i];
+    if (sizes[d] != 1 && stride[d] != expected) dense = false;
+    expected *= sizes[d];
+    count *= sizes[d];
+  }
+  if (dense) {
+    IntList shape(n), inverse(n);
+    for (size_t i = 0; i < n; ++i) {
+      shape[i] = sizes[order[i]];
+      inverse[order[i]] = static_cast<int64_t>(i);
+    }
+    Tensor flat = reshape(x, {-1}).slice(0, offset, offset + count);
+    return permute(reshape(flat, shape), inverse);
+  }
+  // contiguous(): a tensor of its own, not a view of a temporary (a front end whose tensors alias
+  // tells a copy from a view by is_view()).
+  return reshape(index_select(reshape(x, {-1}), 0, strided_index(sizes, stride, offset)), sizes)
+      .contiguous();
+}
+
+// The conditions of as_strided (`at`: the position of size; stride and offset follow it) and
+// as_strided_scatter: over an input eager holds row-major from its storage's start, inside its
+// elements.
+std::optional<std::string> strided_window_refused(const Args& a, size_t at) {
+  if (!a[0].dense_from_storage_start()) {
+    return "its input's memory layout is not known to be row-major from its storage's start";
+  }
+  const IntList sizes = a[at].ints(), stride = a[at + 1].ints();
+  const int64_t offset = a[at + 2].is_none() ? 0 : a[at + 2].to_int();
+  if (sizes.size() != stride.size()) return "size and stride differ in length";
+  int64_t last = offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || stride[d] < 0) return "a negative size or stride";
+    if (sizes[d] == 0) return std::nullopt;  // empty: reads nothing
+    last += (sizes[d] - 1) * stride[d];
+  }
+  if (offset < 0 || last >= a[0].tensor_numel()) return "it reads past its input's elements";
+  return std::nullopt;
+}
+
+std::optional<std::string> as_strided_refused(const Args& a) {
+  return strided_window_refused(a, 1);
+}
+
+// as_strided_scatter (as_strided's gradient): also no element named twice, where eager's result
+// would depend on the order of its writes. Dims sorted by stride, each stride must pass every
+// element the smaller strides reach.
+std::optional<std::string> as_strided_scatter_refused(const Args& a) {
+  if (std::optional<std::string> r = strided_window_refused(a, 2)) return r;
+  const IntList sizes = a[2].ints(), stride = a[3].ints();
+  std::vector<size_t> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = d;
+  std::sort(order.begin(), order.end(), [&](size_t p, size_t q) { return stride[p] < stride[q]; });
+  int64_t reach = 0;  // the largest offset the dims of smaller strides reach
+  for (size_t d : order) {
+    if (sizes[d] <= 1) continue;
+    if (stride[d] <= reach) return "its window names an element twice";
+    reach += (sizes[d] - 1) * stride[d];
+  }
+  return std::nullopt;
+}
+
+Arg as_strided_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  const IntList sizes = a[1].ints(), stride = a[2].ints();
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0) return zeros(sizes, x.dtype());
+  return as_strided_of(x, sizes, stride, a[3].is_none() ? 0 : a[3].to_int());
+}
+
+// x with the elements as_strided(x, ...) names replaced by src's, row-major: an index_copy into x
+// flattened.
+Arg as_strided_scatter_entry(const Args& a, Call&) {
+  const Tensor& x = a[0].tensor();
+  const IntList sizes = a[2].ints(), stride = a[3].ints();
+  const Tensor src = copied_from(zeros(sizes, x.dtype()), a[1].tensor());
+  const Tensor index = strided_index(sizes, stride, a[4].is_none() ? 0 : a[4].to_int());
+  return reshape(index_copy(reshape(x, {-1}), 0, index, reshape(src, {-1})), x.shape());
+}
+
 // unfold(x, dim, size, step): every window of `size` elements along dim, `step` apart, as a new
 // last dim; dim keeps the windows' count. The windows gathered (index_select), so a copy.
 Arg unfold_entry(const Args& a, Call&) {
@@ -324,8 +432,17 @@ void add_shape(TableBuilder& b) {
         {.flags = kView});
   b.add({"aten.alias.default"}, kAll, [](const Args& a, Call&) -> Arg { return a[0]; },
         {.flags = kView});
-  // A view of memory Lazuli lowers as a copy: a front end whose tensors alias marks it read-only
-  // (kCopiedView).
+  // Views of memory, lowered as views where Lazuli has one and as copies otherwise: a front end
+  // whose tensors alias marks a copy read-only (kCopiedView).
+  b.add({"aten.as_strided.default"}, kAll, as_strided_entry,
+        {.when = as_strided_refused,
+         .note = "over an input whose memory is known row-major from its storage's start (computed "
+                 "in the graph, not an input or a view of one); a view where the strides are a "
+                 "dense layout, else a gather",
+         .flags = kCopiedView});
+  b.add({"aten.as_strided_scatter.default"}, kAll, as_strided_scatter_entry,
+        {.when = as_strided_scatter_refused,
+         .note = "as as_strided; a window naming no element twice"});
   b.add({"aten.unfold.default"}, kAll, unfold_entry,
         {.note = "the windows gathered (a copy)", .flags = kCopiedView});
 

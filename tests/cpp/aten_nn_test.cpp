@@ -914,7 +914,7 @@ TEST(AtenNn, BatchNormOfA16BitInputUpdatesFloat32StatisticsOnce) {
 
 TEST(AtenNn, BatchNormRefusesWhatItCannotUpdate) {
   auto meta = [](lz::DType dt, lz::Shape shape) {
-    return Arg(TensorMeta{dt, std::move(shape), ""});
+    return Arg(TensorMeta{dt, std::move(shape), "", std::nullopt, 0});
   };
   Args half = {meta(lz::kBFloat16, {2, 3, 2}), Arg(), Arg(), meta(lz::kBFloat16, {3}),
                meta(lz::kBFloat16, {3}),       true,  0.1,   1e-5};

@@ -58,6 +58,22 @@ LZ_ATEN_ROWS(Shape) {
       {"aten.unsqueeze.default", [] { return Args{iota({2}), -1}; }, {{kFloat32, {2, 1}, {1, 2}}}},
       {"aten.unsqueeze.default", [] { return Args{iota({2}), 0}; }, {{kFloat32, {1, 2}, {1, 2}}}},
       {"aten.alias.default", [] { return Args{iota({2}, kInt64)}; }, {{kInt64, {2}, {1, 2}}}},
+      // as_strided: a dense layout is a view (here a transpose), an overlapping one a gather
+      {"aten.as_strided.default", [] { return Args{iota({2, 3}), L({3, 2}), L({1, 3}), 0}; },
+       {{kFloat32, {3, 2}, {1, 4, 2, 5, 3, 6}}}},
+      {"aten.as_strided.default", [] { return Args{iota({6}), L({2, 3}), L({1, 1}), Arg()}; },
+       {{kFloat32, {2, 3}, {1, 2, 3, 2, 3, 4}}}},
+      {"aten.as_strided.default", [] { return Args{iota({4}, kInt64), L({2}), L({2}), 1}; },
+       {{kInt64, {2}, {2, 4}}}},
+      {"aten.as_strided.default", [] { return Args{iota({4}), L({0, 3}), L({1, 1}), 0}; },
+       {{kFloat32, {0, 3}, {}}}},
+      // as_strided_scatter: the window replaced, row-major (here a transposed window)
+      {"aten.as_strided_scatter.default",
+       [] { return Args{iota({2, 3}), T({10, 20, 30, 40}, {2, 2}), L({2, 2}), L({1, 3}), 1}; },
+       {{kFloat32, {2, 3}, {1, 10, 30, 4, 20, 40}}}},
+      {"aten.as_strided_scatter.default",
+       [] { return Args{iota({6}, kInt64), T({9, 8}, {2}, kInt64), L({2}), L({2}), 1}; },
+       {{kInt64, {6}, {1, 9, 3, 8, 5, 6}}}},
       // unfold: each window a new last dim
       {"aten.unfold.default", [] { return Args{iota({2, 5}), 1, 2, 2}; },
        {{kFloat32, {2, 2, 2}, {1, 2, 3, 4, 6, 7, 8, 9}}}},
@@ -257,7 +273,9 @@ namespace {
 using lz::aten::TensorMeta;
 using lz::aten::why_not;
 
-Arg meta(lz::DType dtype, lz::Shape shape) { return Arg(TensorMeta{dtype, std::move(shape), ""}); }
+Arg meta(lz::DType dtype, lz::Shape shape) {
+  return Arg(TensorMeta{dtype, std::move(shape), "", std::nullopt, 0});
+}
 
 TEST(AtenShape, ConditionsNameTheirReasons) {
   const Arg none;
@@ -278,6 +296,31 @@ TEST(AtenShape, ConditionsNameTheirReasons) {
   EXPECT_EQ(why_not("aten.new_empty_strided.default",
                     {x, L({2}), L({1}), none, none, device("cuda:0"), none}),
             "device cuda:0");
+  // as_strided reads memory: only over an input known to be row-major from its storage's start
+  // (a meta of unknown layout is refused), and only inside its elements; as_strided_scatter also
+  // names no element twice.
+  const std::string unknown =
+      "its input's memory layout is not known to be row-major from its storage's start";
+  EXPECT_EQ(why_not("aten.as_strided.default", {x, L({2}), L({1}), 0}), unknown);
+  auto laid = [](lz::Shape shape, std::vector<int64_t> strides, int64_t offset) {
+    return Arg(TensorMeta{kFloat32, std::move(shape), "", std::move(strides), offset});
+  };
+  EXPECT_EQ(why_not("aten.as_strided.default", {laid({2, 3}, {3, 1}, 0), L({3}), L({2}), 1}),
+            std::nullopt);
+  EXPECT_EQ(why_not("aten.as_strided.default", {laid({2, 3}, {1, 2}, 0), L({3}), L({2}), 0}),
+            unknown);
+  EXPECT_EQ(why_not("aten.as_strided.default", {laid({2, 3}, {3, 1}, 3), L({3}), L({1}), 0}),
+            unknown);
+  EXPECT_EQ(why_not("aten.as_strided.default", {laid({2, 3}, {3, 1}, 0), L({3}), L({2}), 2}),
+            "it reads past its input's elements");
+  EXPECT_EQ(why_not("aten.as_strided.default", {laid({2, 3}, {3, 1}, 0), L({2}), L({1, 1}), 0}),
+            "size and stride differ in length");
+  EXPECT_EQ(why_not("aten.as_strided_scatter.default",
+                    {laid({6}, {1}, 0), meta(kFloat32, {2, 3}), L({2, 3}), L({1, 1}), 0}),
+            "its window names an element twice");
+  EXPECT_EQ(why_not("aten.as_strided_scatter.default",
+                    {laid({6}, {1}, 0), meta(kFloat32, {3, 2}), L({3, 2}), L({1, 3}), 0}),
+            std::nullopt);
   // Slices with a step that is not positive.
   EXPECT_EQ(why_not("aten.slice.Tensor", {x, 0, none, none, -1}), "step -1");
   EXPECT_EQ(why_not("aten.slice_scatter.default", {x, x, 0, none, none, 0}), "step 0");

@@ -19,7 +19,7 @@ using lz::aten::TensorMeta;
 using lz_test::aten::T;
 
 Arg meta(std::optional<DType> dtype, lz::Shape shape, std::string unsupported = "") {
-  return Arg(TensorMeta{dtype, std::move(shape), std::move(unsupported)});
+  return Arg(TensorMeta{dtype, std::move(shape), std::move(unsupported), std::nullopt, 0});
 }
 
 const lz::aten::Entry& entry(const char* name) {

@@ -52,14 +52,46 @@ def _size(s) -> int:
     return int(s)
 
 
-def _meta(t: torch.Tensor):
+def _meta(t: torch.Tensor, laid_out: bool = False):
+    """`t` as the table's TensorMeta; with its strides and storage offset where `laid_out` (its
+    layout at run time is known to be the fake's: see _LaidOut)."""
     dt = TORCH_TO_LZ.get(t.dtype)
     reason = "" if dt is not None else f"dtype {dtype_name(t.dtype)} not supported"
     if t.device.type not in ("cpu", "meta"):
         reason = f"device {t.device}"
     elif t.layout != torch.strided:
         reason = f"layout {t.layout}"
+    if laid_out and t.layout == torch.strided:
+        return _A.TensorMeta(dt, [_size(s) for s in t.shape], reason,
+                             [_size(s) for s in t.stride()], _size(t.storage_offset()))
     return _A.TensorMeta(dt, [_size(s) for s in t.shape], reason)
+
+
+class _LaidOut:
+    """A tensor value whose memory layout at run time is its fake's: the graph makes its
+    storage (not an input, a constant, or a view of one, whose storage offset a graph does not
+    know). Entries that read memory (as_strided) need that."""
+
+    def __init__(self, t: torch.Tensor):
+        self.t = t
+
+
+# ATen ops whose result depends on their first input's memory, not only its values.
+READS_MEMORY = frozenset({"aten.as_strided.default", "aten.as_strided_scatter.default"})
+
+
+def _storage_made_by_graph(node) -> bool:
+    """Whether the graph makes the storage `node`'s value lives in: through views and getitem
+    to a computing op; not a placeholder, a constant, or a view of one."""
+    while isinstance(node, torch.fx.Node):
+        if node.op != "call_function":
+            return False
+        t = node.target
+        if t is operator.getitem or (isinstance(t, torch._ops.OpOverload) and t.is_view):
+            node = node.args[0]
+            continue
+        return True
+    return False
 
 
 _PLAIN = (int, float, bool, str, type(None), lz.Tensor)
@@ -74,6 +106,8 @@ def neutral(v):
         return [neutral(x) for x in v]
     if isinstance(v, torch.Tensor):
         return _meta(v)
+    if isinstance(v, _LaidOut):
+        return _meta(v.t, laid_out=True)
     if isinstance(v, torch.dtype):
         dt = TORCH_TO_LZ.get(v)
         return dt if dt is not None else _A.Foreign("dtype", dtype_name(v))
@@ -194,6 +228,8 @@ def why_not_lowered(node: "torch.fx.Node") -> Optional[str]:
         return "not an ATen overload"
     args = torch.fx.node.map_aggregate(node.args, _val)
     kwargs = torch.fx.node.map_aggregate(node.kwargs, _val)
+    if str(node.target) in READS_MEMORY and _storage_made_by_graph(node.args[0]):
+        args = (_LaidOut(args[0]),) + tuple(args[1:])
     reason = why_not(node.target, args, kwargs)
     if reason is None:
         for t in _tensors(_val(node)):  # an output dtype Lazuli lacks (a cast to int16)

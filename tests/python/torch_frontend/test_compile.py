@@ -97,14 +97,17 @@ def test_backend_is_found_by_name_after_pip_install():
     assert counter("TorchTrace") == 1
 
 
-# unfold (sliding windows) and new_empty_strided lower: one partition each way, nothing in eager,
-# values and gradients as eager's.
-@pytest.mark.parametrize("name", ["unfold", "unfold_of_computed", "new_empty_strided"])
-def test_unfold_and_strided_factories_lower_without_eager(name):
+# unfold (sliding windows), as_strided over a value the graph computes, and new_empty_strided
+# lower: one partition each way, nothing in eager, values and gradients as eager's.
+@pytest.mark.parametrize("name", ["unfold", "unfold_of_computed", "new_empty_strided",
+                                  "as_strided_dense", "as_strided_overlapping"])
+def test_memory_views_and_strided_factories_lower_without_eager(name):
     fns = {
         "unfold": lambda x: (x.unfold(1, 3, 2) * 2).sum(-1),
         "unfold_of_computed": lambda x: (x * 2).exp().unfold(0, 2, 1).mean((-1, 1)),
         "new_empty_strided": lambda x: x.new_empty_strided((2, 3), (3, 1)).fill_(1) + x[:2, :3],
+        "as_strided_dense": lambda x: torch.as_strided(x * 2, (9, 4), (1, 9), 0) + 1,
+        "as_strided_overlapping": lambda x: torch.as_strided(x.exp(), (2, 4), (9, 1), 2) * 3,
     }
     f = fns[name]
     x = torch.randn(4, 9, requires_grad=True)
@@ -117,6 +120,16 @@ def test_unfold_and_strided_factories_lower_without_eager(name):
     fallbacks = [n for n in lz.debug.counter_names() if n.startswith("fallback::") and counter(n)]
     assert fallbacks == [], fallbacks
     assert counter("TorchPartition") == 2  # the forward and the backward
+
+
+def test_as_strided_over_an_input_or_a_view_of_one_runs_in_eager():
+    # Eager's as_strided reads the input's storage, whose offset the graph does not know (base[5:]
+    # passed in has offset 5 at run time, 0 in its fake): not lowered, and still right.
+    base = torch.arange(20.0)
+    f = lambda x: torch.as_strided(x, (2, 2), (1, 2), 0).sum() + torch.as_strided(x[1:], (3,), (1,), 0)
+    compiled = torch.compile(f, backend=BACKEND)
+    torch.testing.assert_close(compiled(base[5:15]), f(base[5:15]))
+    assert counter("fallback::aten.as_strided.default") >= 1
 
 
 def test_unsupported_dtype_falls_back_between_partitions_and_is_counted(tmp_path):
