@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 
+#include "aten/table.h"
 #include "core/shape.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
@@ -150,40 +151,12 @@ at::Tensor detach(const at::Tensor& self) {
   return wrap(value_of(self, "self"));
 }
 
-// The view as_strided(size, stride, offset) names over a contiguous `v`, when one of Lazuli's
-// views (flat slice, view, permute) reaches the same elements: the strides, sorted, are a dense
-// row-major layout of the sizes, inside v's elements. DistributedDataParallel's gradient buckets
-// are such views of one flat buffer, written through. nullopt where there is none.
-std::optional<lz::Tensor> as_strided_view(const lz::Tensor& v, const lz::IntList& sizes,
-                                          c10::IntArrayRef stride, int64_t offset) {
-  if (v.strides() != lz::contiguous_strides(lz::Shape(v.shape()))) return std::nullopt;
-  const size_t n = sizes.size();
-  std::vector<size_t> order(n);  // dims from the largest stride to the smallest
-  for (size_t d = 0; d < n; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return stride[a] > stride[b]; });
-  int64_t numel = 1, expected = 1;
-  for (size_t i = n; i-- > 0;) {
-    const size_t d = order[i];
-    if (sizes[d] != 1 && stride[d] != expected) return std::nullopt;
-    expected *= sizes[d];
-    numel *= sizes[d];
-  }
-  if (offset < 0 || offset + numel > v.numel()) return std::nullopt;
-  lz::IntList dense(n), inverse(n);
-  for (size_t i = 0; i < n; ++i) {
-    dense[i] = sizes[order[i]];
-    inverse[order[i]] = static_cast<int64_t>(i);
-  }
-  lz::Tensor flat = lz::slice(lz::view(v, {-1}), 0, offset, offset + numel);
-  return lz::permute(lz::view(flat, dense), inverse);
-}
-
-// as_strided over a lazy value: a view where Lazuli has one (as_strided_view), else the elements
-// at offset + sum(i * stride) of the base's values in row-major order, gathered. The gather is a
-// copy: autograd reads through it (its backward of views); a write into it would not reach the
-// base, so views PyTorch makes for writing are made by replaying their view ops instead (view
-// replay is on for device tensors: _device.py).
+// as_strided over a lazy value: the ATen table's entry (a view where Lazuli has one, else the
+// elements gathered) over v, or over a row-major copy of v where v is itself a strided view. A
+// gather, or anything over such a copy, does not alias v: writes into it would not reach the
+// base, so it is read-only; views PyTorch makes for writing are made by replaying their view ops
+// instead (view replay is on for device tensors: _device.py). Known gap: storage_offset counts
+// from v's first element, not from its storage's start (a device tensor has no storage offset).
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   if (is_fake(self))
@@ -192,23 +165,24 @@ at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArr
         storage_offset ? std::optional<c10::SymInt>(*storage_offset) : std::nullopt);
   try {
     const lz::Tensor& v = value_of(self, "self");
-    lz::IntList sizes(size.begin(), size.end());
-    if (sizes == v.shape() && lz::IntList(stride.begin(), stride.end()) == v.strides() &&
-        storage_offset.value_or(0) == 0) {
-      return wrap(v);
+    lz::IntList sizes(size.begin(), size.end()), strides(stride.begin(), stride.end());
+    const int64_t offset = storage_offset.value_or(0);
+    if (sizes == v.shape() && strides == v.strides() && offset == 0) return wrap(v);
+    const lz::Tensor src = v.is_contiguous() ? v : v.contiguous();
+    const lz::aten::Entry& entry = *lz::aten::find("aten.as_strided.default");
+    lz::aten::Args args{src, sizes, strides, offset};
+    if (std::optional<std::string> why = lz::aten::why_not(entry, args)) {
+      throw lz::ValueError("as_strided: size " + lz::shape_str(sizes) + ", stride " +
+                           lz::shape_str(strides) + " and storage offset " +
+                           std::to_string(offset) + " over a tensor of " +
+                           std::to_string(v.numel()) + " elements: " + *why);
     }
-    int64_t offset = storage_offset.value_or(0);
-    if (std::optional<lz::Tensor> view = as_strided_view(v, sizes, stride, offset))
-      return wrap(*view);
-    lz::Tensor index = lz::full({}, offset, lz::DType::Int64);
-    for (size_t d = 0; d < sizes.size(); ++d) {
-      lz::IntList shape(sizes.size(), 1);
-      shape[d] = sizes[d];
-      index = index + lz::reshape(lz::arange(0, sizes[d], 1, lz::DType::Int64) * stride[d], shape);
+    lz::aten::Call call;
+    const lz::Tensor r = lz::aten::lower(entry, args, call).tensor();
+    at::Tensor out = wrap(r);
+    if (!r.is_view() || !v.is_contiguous()) {
+      impl_of(out)->set_read_only("a copy made for as_strided (diagonal, unfold and the like)");
     }
-    lz::Tensor flat = lz::reshape(v.contiguous(), {-1});
-    at::Tensor out = wrap(lz::reshape(lz::index_select(flat, 0, lz::reshape(index, {-1})), sizes));
-    impl_of(out)->set_read_only("a copy made for as_strided (diagonal, unfold and the like)");
     return out;
   } catch (...) {
     rethrow_as_torch_error("aten.as_strided.default");
