@@ -24,9 +24,8 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
-from ring_allreduce_model import launch
+from ring_allreduce_model import launch, timed
 
 CAPS_MB = [0, 1, 4, 25]
 
@@ -51,24 +50,14 @@ def worker(args):
         lz.sync()
         lz.wait()
 
-    def timed():
-        for _ in range(3):  # warm-up: each configuration compiles its program once
-            once()
-        dist.barrier()
-        ts = []
-        for _ in range(args.steps):
-            t = time.perf_counter()
-            once()
-            ts.append(time.perf_counter() - t)
-        ts.sort()
-        return ts[len(ts) // 2] * 1e3
+    def median_ms():  # after 3 warm-up calls: each configuration compiles its program once
+        return timed(once, args.steps, dist.barrier) * 1e3
 
-    result = {"local": timed()}
+    result = {"local": median_ms()}
     for cap in CAPS_MB:
         for p in params:
             _d.average_gradients(p, int(cap * 2**20))
-        result[str(cap)] = timed()
-        result[f"{cap}_reduces"] = None
+        result[str(cap)] = median_ms()
     counter = "ExecutedNode::all_reduce"
     for cap in CAPS_MB:  # how many all_reduces each cap makes, one step each
         for p in params:

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "tensor/view_layout.h"
+
 namespace lz::aten {
 
 std::string_view kind_name(Arg::Kind k) {
@@ -167,18 +169,10 @@ int64_t Arg::tensor_numel() const { return numel(tensor_shape()); }
 
 bool Arg::dense_from_storage_start() const {
   if (kind_ != Kind::Tensor) wrong_kind("a tensor");
-  const Shape& shape = tensor_shape();
-  auto dense = [&](const std::vector<int64_t>& strides) {
-    if (strides.size() != shape.size()) return false;
-    int64_t expected = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (shape[d] != 1 && strides[d] != expected) return false;
-      expected *= shape[d];
-    }
-    return true;
-  };
-  if (!meta_) return dense(tensor_.strides());
-  return meta_->strides && meta_->storage_offset == 0 && dense(*meta_->strides);
+  if (!meta_) return tensor_.is_contiguous();
+  return meta_->strides && meta_->storage_offset == 0 &&
+         meta_->strides->size() == meta_->shape.size() &&
+         internal::is_contiguous_layout(meta_->shape, *meta_->strides);
 }
 
 const std::string& Arg::unsupported() const {

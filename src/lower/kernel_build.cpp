@@ -349,20 +349,15 @@ void Planner::part_kernel(const Node* n, int64_t dim, Out x, const View& xv, con
 // point evaluates the other parts, and a part's kernel is shared by every cat with that part's
 // structure whatever the number of parts.
 void Planner::parts_kernels_for(const Node* n, int out) {
-  if (in_place_.count(n)) {  // only the window: the base is already this value
+  // Only the window: the base is already this value (in place), or nothing of it survives the
+  // chain of window writes that follows.
+  if (in_place_.count(n) || (n->op == OpKind::SliceScatter && chain_covers_base(n))) {
     const auto& sl = n->attr<ir::SliceAttrs>();
     const Out src = out_of(n->operands[1]);
     if (numel(src.shape()) > 0) {
       part_kernel(n, sl.dim, src, identity(src.shape()), src.shape(), sl.start, sl.step, out,
-                  label(n) + " window, in place");
+                  label(n) + " window only");
     }
-    return;
-  }
-  if (n->op == OpKind::SliceScatter && chain_covers_base(n)) {  // nothing of the base survives
-    const auto& sl = n->attr<ir::SliceAttrs>();
-    const Out src = out_of(n->operands[1]);
-    part_kernel(n, sl.dim, src, identity(src.shape()), src.shape(), sl.start, sl.step, out,
-                label(n) + " window, the rest written by the chain");
     return;
   }
   struct Part {
