@@ -335,7 +335,7 @@ Tensor in_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : 
 
 // The dtype of batch norm's statistics and parameter gradients: the parameters' (float32 beside
 // a 16-bit input in eager's mixed-type kernels), else the input's.
-DType parameter_dtype(const Tensor& x, std::initializer_list<const Arg*> params) {
+DType parameter_dtype(const Tensor& x, const std::vector<const Arg*>& params) {
   for (const Arg* p : params) {
     if (!p->is_none()) return p->tensor().dtype();
   }
@@ -349,16 +349,44 @@ bool has_16_bit(const Args& a) {
   return false;
 }
 
-// native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps).
-std::optional<std::string> batch_norm_when(const Args& a) {
-  if (a[0].tensor_dim() < 2) return std::to_string(a[0].tensor_dim()) + "-D input";
-  const bool training = a[5].to_bool();
-  if (!training && (a[3].is_none() || a[4].is_none())) {
+// The batch norm forwards, by their argument lists:
+//   native_batch_norm, _native_batch_norm_legit, _native_batch_norm_legit_functional:
+//     (input, weight, bias, running_mean, running_var, training, momentum, eps)
+//   _native_batch_norm_legit.no_stats: (input, weight, bias, training, momentum, eps)
+//   _native_batch_norm_legit_no_training: (input, weight, bias, running_mean, running_var,
+//     momentum, eps)
+// BatchNormArgs puts each in one form.
+struct BatchNormArgs {
+  const Arg *input, *weight, *bias;
+  const Arg* running_mean = nullptr;  // nullptr: the overload has none (no_stats)
+  const Arg* running_var = nullptr;
+  bool training;
+  double momentum, eps;
+};
+
+BatchNormArgs with_stats(const Args& a) {
+  return {&a[0], &a[1], &a[2], &a[3], &a[4], a[5].to_bool(), a[6].to_double(), a[7].to_double()};
+}
+BatchNormArgs no_stats(const Args& a) {
+  return {&a[0],           &a[1], &a[2], nullptr, nullptr, a[3].to_bool(), a[4].to_double(),
+          a[5].to_double()};
+}
+BatchNormArgs no_training(const Args& a) {
+  return {&a[0], &a[1], &a[2], &a[3], &a[4], false, a[5].to_double(), a[6].to_double()};
+}
+
+bool has_stat(const Arg* stat) { return stat != nullptr && !stat->is_none(); }
+
+// `in_place`: training updates the running statistics in place (native_batch_norm and
+// _native_batch_norm_legit do, as eager's kernel, although their schemas do not mark it).
+std::optional<std::string> batch_norm_refused(const BatchNormArgs& b, bool in_place) {
+  if (b.input->tensor_dim() < 2) return std::to_string(b.input->tensor_dim()) + "-D input";
+  if (!b.training && (!has_stat(b.running_mean) || !has_stat(b.running_var))) {
     return "inference without running statistics";
   }
-  if (training) {
-    for (const Arg* stat : {&a[3], &a[4]}) {
-      if (!stat->is_none() && is_reduced_float(dtype_of(*stat))) {
+  if (b.training && in_place) {
+    for (const Arg* stat : {b.running_mean, b.running_var}) {
+      if (has_stat(stat) && is_reduced_float(dtype_of(*stat))) {
         return "16-bit running statistics in training (updated in place, and lower() computes "
                "in float32 copies)";
       }
@@ -367,47 +395,85 @@ std::optional<std::string> batch_norm_when(const Args& a) {
   return std::nullopt;
 }
 
-// (output, save_mean, save_invstd). Training normalizes with the batch's statistics (the
-// variance biased) and, as eager's kernel, updates running_mean and running_var in place although
-// the schema does not mark them (the variance unbiased). lz::nn::batch_norm gives the output
-// alone: the statistics the backward reads are computed here once. Inference returns empty
-// statistics, as eager's CPU kernel.
-Arg native_batch_norm_entry(const Args& a, Call&) {
-  const Tensor& x = a[0].tensor();
-  Tensor weight = optional_tensor(a[1]), bias = optional_tensor(a[2]);
-  Tensor running_mean = optional_tensor(a[3]), running_var = optional_tensor(a[4]);
-  const double momentum = a[6].to_double(), eps = a[7].to_double();
-  const DType stat_dtype = parameter_dtype(x, {&a[1], &a[2], &a[3], &a[4]});
-  if (!a[5].to_bool()) {
-    Tensor out = nn::batch_norm(x, running_mean, running_var, weight, bias, false, momentum, eps);
-    return std::vector<Arg>{in_dtype(out, x.dtype()), zeros({0}, stat_dtype),
-                            zeros({0}, stat_dtype)};
-  }
-  ChannelDims c = channel_dims(x);
-  Tensor mean = lz::mean(x, c.reduce, true);
-  Tensor centered = sub(x, mean);
-  Tensor var = lz::mean(mul(centered, centered), c.reduce, true);
-  Tensor invstd = rsqrt(add(var, eps));
-  Tensor out = mul(centered, invstd);
-  if (weight.defined()) out = mul(out, reshape(weight, c.broadcast));
-  if (bias.defined()) out = add(out, reshape(bias, c.broadcast));
-  // lower() first records an entry on 16-bit operands to learn its result dtypes and drops that
-  // recording: the running statistics are updated by the recording that runs.
-  if (!has_16_bit(a)) {
+// One forward for every overload: (output, save_mean, save_invstd[, new_running_mean,
+// new_running_var]). Training normalizes with the batch's statistics, each computed in two
+// passes (the mean, then the mean of the squared deviations from it; float32 sums accumulate in
+// double), never as E[x^2] - E[x]^2, which cancels when the mean is large against the spread.
+// The variance is biased; the running variance is updated with the unbiased one. `Stats` says
+// where the new running statistics go: into the running tensors (in place), into two more
+// results (functional), or nowhere. lz::nn::batch_norm gives inference's output. Inference
+// returns empty statistics, as eager's CPU kernel.
+enum class Stats { InPlace, Returned, None };
+
+Arg batch_norm_forward(const BatchNormArgs& b, Stats stats, bool sixteen_bit) {
+  const Tensor& input = b.input->tensor();
+  std::vector<const Arg*> params = {b.weight, b.bias};
+  if (b.running_mean) params.insert(params.end(), {b.running_mean, b.running_var});
+  const DType stat_dtype = parameter_dtype(input, params);
+  // 16-bit operands reach here only in an entry that keeps them (kMutates): computed in float32.
+  auto widen = [](const Tensor& t) {
+    return t.defined() && is_reduced_float(t.dtype()) ? t.to(DType::Float32) : t;
+  };
+  const Tensor x = widen(input);
+  Tensor weight = widen(optional_tensor(*b.weight)), bias = widen(optional_tensor(*b.bias));
+  Tensor running_mean = b.running_mean ? optional_tensor(*b.running_mean) : Tensor();
+  Tensor running_var = b.running_var ? optional_tensor(*b.running_var) : Tensor();
+  std::vector<Arg> results;
+  Tensor new_mean = running_mean, new_var = running_var;
+  if (!b.training) {
+    Tensor out = nn::batch_norm(x, widen(running_mean), widen(running_var), weight, bias, false,
+                                b.momentum, b.eps);
+    results = {in_dtype(out, input.dtype()), zeros({0}, stat_dtype), zeros({0}, stat_dtype)};
+  } else {
+    ChannelDims c = channel_dims(x);
+    Tensor mean = lz::mean(x, c.reduce, true);
+    Tensor centered = sub(x, mean);
+    Tensor var = lz::mean(mul(centered, centered), c.reduce, true);
+    Tensor invstd = rsqrt(add(var, b.eps));
+    Tensor out = mul(centered, invstd);
+    if (weight.defined()) out = mul(out, reshape(weight, c.broadcast));
+    if (bias.defined()) out = add(out, reshape(bias, c.broadcast));
     const IntList channels = {x.shape()[1]};
     if (running_mean.defined()) {
-      running_mean.copy_(
-          add(mul(running_mean, 1.0 - momentum), mul(reshape(mean, channels), momentum)));
+      new_mean = add(mul(running_mean, 1.0 - b.momentum), mul(reshape(mean, channels), b.momentum));
     }
     if (running_var.defined()) {
       const double unbias = static_cast<double>(c.count) / static_cast<double>(c.count - 1);
-      running_var.copy_(
-          add(mul(running_var, 1.0 - momentum), mul(reshape(var, channels), momentum * unbias)));
+      new_var =
+          add(mul(running_var, 1.0 - b.momentum), mul(reshape(var, channels), b.momentum * unbias));
     }
+    // lower() first records an entry on 16-bit operands to learn its result dtypes and drops
+    // that recording: the running statistics are updated by the recording that runs.
+    if (stats == Stats::InPlace && !sixteen_bit) {
+      if (running_mean.defined()) running_mean.copy_(new_mean);
+      if (running_var.defined()) running_var.copy_(new_var);
+    }
+    results = {in_dtype(out, input.dtype()), in_dtype(reshape(mean, channels), stat_dtype),
+               in_dtype(reshape(invstd, channels), stat_dtype)};
   }
-  return std::vector<Arg>{in_dtype(out, x.dtype()),
-                          in_dtype(reshape(mean, {x.shape()[1]}), stat_dtype),
-                          in_dtype(reshape(invstd, {x.shape()[1]}), stat_dtype)};
+  if (stats == Stats::Returned) {
+    // The functional overload's new statistics are new tensors, as its decomposition's.
+    results.push_back(!b.training && new_mean.defined() ? new_mean.clone() : new_mean);
+    results.push_back(!b.training && new_var.defined() ? new_var.clone() : new_var);
+  }
+  return Arg(std::move(results));
+}
+
+Arg native_batch_norm_entry(const Args& a, Call&) {
+  return batch_norm_forward(with_stats(a), Stats::InPlace, has_16_bit(a));
+}
+// Flagged kMutates (its schema marks the running statistics): lower() records it once.
+Arg batch_norm_legit_entry(const Args& a, Call&) {
+  return batch_norm_forward(with_stats(a), Stats::InPlace, false);
+}
+Arg batch_norm_functional_entry(const Args& a, Call&) {
+  return batch_norm_forward(with_stats(a), Stats::Returned, has_16_bit(a));
+}
+Arg batch_norm_no_stats_entry(const Args& a, Call&) {
+  return batch_norm_forward(no_stats(a), Stats::None, has_16_bit(a));
+}
+Arg batch_norm_no_training_entry(const Args& a, Call&) {
+  return batch_norm_forward(no_training(a), Stats::None, has_16_bit(a));
 }
 
 // native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
@@ -614,9 +680,23 @@ void add_nn(TableBuilder& b) {
         {.when = [](const Args& a) { return mse_loss_when(a[3]); }});
 
   b.add({"aten.native_batch_norm.default"}, kFloats, native_batch_norm_entry,
-        {.when = batch_norm_when,
+        {.when = [](const Args& a) { return batch_norm_refused(with_stats(a), true); },
          .note = "(out, save_mean, save_invstd); training updates the running statistics in "
-                 "place, as eager"});
+                 "place, as eager; the statistics in two passes"});
+  b.add({"aten._native_batch_norm_legit.default"}, kFloats, batch_norm_legit_entry,
+        {.when = [](const Args& a) { return batch_norm_refused(with_stats(a), true); },
+         .note = "as native_batch_norm",
+         .flags = kMutates});
+  b.add({"aten._native_batch_norm_legit_functional.default"}, kFloats, batch_norm_functional_entry,
+        {.when = [](const Args& a) { return batch_norm_refused(with_stats(a), false); },
+         .note = "(out, save_mean, save_invstd, new_running_mean, new_running_var)"});
+  b.add({"aten._native_batch_norm_legit.no_stats"}, kFloats, batch_norm_no_stats_entry,
+        {.when = [](const Args& a) { return batch_norm_refused(no_stats(a), false); },
+         .note = "(out, save_mean, save_invstd): training with the batch's statistics alone"});
+  b.add({"aten._native_batch_norm_legit_no_training.default"}, kFloats,
+        batch_norm_no_training_entry,
+        {.when = [](const Args& a) { return batch_norm_refused(no_training(a), false); },
+         .note = "(out, empty, empty): inference with the running statistics"});
   b.add({"aten.native_batch_norm_backward.default"}, kFloats, native_batch_norm_backward_entry,
         {.when = batch_norm_backward_when,
          .note = "(grad_input, grad_weight, grad_bias); the masked-out gradients are None"});

@@ -204,12 +204,10 @@ Arg lower(const Entry& entry, const Args& args, Call& call,
 // set, each used only while the table has no entry of its own (an entry keeps the op whole:
 // fewer nodes, eager's formula).
 const std::vector<std::string>& extra_decompositions() {
+  // One name per line:
+  // clang-format off
   static const std::vector<std::string> names = {
       "aten.std_mean.correction",
-      "aten.native_batch_norm.default",  // training BatchNorm through mean/var (running stats)
-      "aten._native_batch_norm_legit_functional.default",
-      "aten._native_batch_norm_legit.default",
-      "aten._native_batch_norm_legit_no_training.default",
       "aten.native_group_norm.default",
       "aten.addmv.default",
       "aten.addbmm.default",
@@ -225,6 +223,7 @@ const std::vector<std::string>& extra_decompositions() {
       "aten.masked_fill.Scalar",
       "aten.masked_fill.Tensor",
   };
+  // clang-format on
   return names;
 }
 

@@ -157,6 +157,15 @@ NOT_IN_OPINFO["aten.as_strided_scatter.default"] = (
     "its OpInfo's samples scatter into a graph input, whose memory layout a graph does not know "
     "(refused); as_strided's gradient over a computed value reaches it (test_compile's "
     "test_memory_views_and_strided_factories_lower_without_eager, the C++ rows)")
+NOT_IN_OPINFO["aten._native_batch_norm_legit.default"] = (
+    "the in-place form (no functionalized graph has it): the C++ rows and "
+    "AtenBatchNorm.LegitUpdatesTheRunningStatisticsAndFunctionalReturnsThem")
+NOT_IN_OPINFO["aten._native_batch_norm_legit.no_stats"] = (
+    "the batch norm OpInfos pass running statistics; F.batch_norm without them: test_compile's "
+    "test_batch_norm_in_each_functional_form_lowers_without_eager")
+NOT_IN_OPINFO["aten._native_batch_norm_legit_no_training.default"] = (
+    "inference graphs of BatchNorm modules: test_compile's "
+    "test_batch_norm_in_each_functional_form_lowers_without_eager, the C++ rows")
 NOT_IN_OPINFO["aten.zero.default"] = ("zero_'s functional form: the lazy device's x.zero_(); "
                                       "checked by test_device_opinfo and the C++ rows")
 NOT_IN_OPINFO["aten.masked_fill.Tensor"] = ("the masked_fill OpInfo's first sample fills a number; "

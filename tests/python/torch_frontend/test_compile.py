@@ -211,6 +211,53 @@ def test_batchnorm_running_stats_end_with_eager_values():
     assert model[1].num_batches_tracked == eager[1].num_batches_tracked == 3
 
 
+
+@pytest.mark.parametrize("form", ["training", "inference", "no_stats"])
+def test_batch_norm_in_each_functional_form_lowers_without_eager(form):
+    # aot_autograd's graphs hold _native_batch_norm_legit_functional (training: the new running
+    # statistics are results), _legit_no_training (inference) and _legit.no_stats (no running
+    # statistics: NFNet's weight standardization, F.batch_norm(w, None, None, training=True)).
+    torch.manual_seed(0)
+    if form == "no_stats":
+        def f(w):
+            return F.batch_norm(w.reshape(1, 6, -1), None, None, training=True, eps=1e-5).view_as(w)
+        model, x = None, torch.randn(6, 3, 2, 2, requires_grad=True)
+    else:
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 1), torch.nn.BatchNorm2d(4))
+        model.train(form == "training")
+        with torch.no_grad():
+            model[1].running_var.uniform_(0.5, 2)
+            model[1].weight.uniform_(0.5, 2)
+        eager = copy.deepcopy(model)
+        f = model
+        x = torch.randn(2, 3, 5, 5, requires_grad=True)
+    compiled = torch.compile(f, backend=BACKEND)
+    got = compiled(x)
+    want = (eager if model is not None else f)(x)
+    torch.testing.assert_close(got, want)
+    g = torch.randn_like(got)
+    (gx,) = torch.autograd.grad(got, x, g)
+    (wx,) = torch.autograd.grad(want, x, g)
+    torch.testing.assert_close(gx, wx)
+    if model is not None:
+        torch.testing.assert_close(model[1].running_mean, eager[1].running_mean)
+        torch.testing.assert_close(model[1].running_var, eager[1].running_var)
+    fallbacks = [n for n in lz.debug.counter_names() if n.startswith("fallback::") and counter(n)]
+    assert fallbacks == [], fallbacks
+
+
+def test_batch_norm_statistics_keep_float32_precision_far_from_zero():
+    # A channel whose mean is 2e4 times its spread: E[x^2] - E[x]^2 in float32 would lose every
+    # digit of the variance; two passes (the mean, then the squared deviations) keep it.
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(3)
+    exact = copy.deepcopy(bn).double()
+    x = 2000.0 + 0.1 * torch.randn(64, 3)
+    got = torch.compile(bn, backend=BACKEND)(x)
+    want = exact(x.double())
+    assert (got.double() - want).abs().max() < 1e-3
+    torch.testing.assert_close(bn.running_var.double(), exact.running_var, rtol=1e-4, atol=0)
+
 def _replace_lowering(monkeypatch, target, fn):
     """Records `fn(*args)` where the table would lower `target` (the bridge's one call into the
     table, _aten.lower), for the length of a test."""
