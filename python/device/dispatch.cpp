@@ -300,6 +300,12 @@ Arg to_arg(const c10::IValue& v, Kind kind, const std::string& op) {
     case Kind::ScalarType: {
       c10::ScalarType t = v.toScalarType();
       if (std::optional<lz::DType> dt = lazuli_dtype(t)) return Arg(*dt);
+      // The table's spelling of complex dtypes (Arg::complex_dtype), torch's for the rest.
+      if (t == c10::ScalarType::ComplexFloat)
+        return Arg::of_kind(Arg::Kind::ForeignDType, "complex64");
+      if (t == c10::ScalarType::ComplexDouble) {
+        return Arg::of_kind(Arg::Kind::ForeignDType, "complex128");
+      }
       return Arg::of_kind(Arg::Kind::ForeignDType, c10::toString(t));
     }
     case Kind::Layout:
@@ -397,6 +403,11 @@ void lower(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpPlan
   if (std::optional<std::string> why = lz::aten::why_not(*plan.entry, args)) {
     args.clear();
     cpu_fallback(op, stack, plan.name, *why);
+    return;
+  }
+  if (lz::aten::involves_complex(*plan.entry, args)) {
+    args.clear();
+    cpu_fallback(op, stack, plan.name, "complex values (the lazy device holds no complex tensors)");
     return;
   }
   Arg out;
@@ -504,6 +515,7 @@ void register_table_ops(torch::Library& m) {
   std::unordered_set<std::string> bases;  // op names with an entry: "add", "transpose"
   for (const lz::aten::Entry* e : lz::aten::entries()) {
     if (e->name.rfind("aten.", 0) != 0) continue;
+    if (e->has(lz::aten::kComplexOnly)) continue;  // the device holds no complex tensors
     std::string rest = e->name.substr(5);  // "add.Tensor"
     size_t dot = rest.find('.');
     std::string base = rest.substr(0, dot), overload = rest.substr(dot + 1);

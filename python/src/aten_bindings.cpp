@@ -19,6 +19,11 @@ struct Foreign {
   std::string text;
 };
 
+// A complex value between two entries (Arg::complex): its (real, imaginary) pairs.
+struct Complex {
+  lz::Tensor pairs;
+};
+
 Arg::Kind foreign_kind(const std::string& kind) {
   if (kind == "dtype") return Arg::Kind::ForeignDType;
   if (kind == "device") return Arg::Kind::Device;
@@ -37,6 +42,7 @@ Arg to_arg(py::handle h) {
   if (PyUnicode_Check(h.ptr())) return Arg(h.cast<std::string>());
   if (py::isinstance<lz::DType>(h)) return Arg(h.cast<lz::DType>());
   if (py::isinstance<lz::aten::TensorMeta>(h)) return Arg(h.cast<lz::aten::TensorMeta>());
+  if (py::isinstance<Complex>(h)) return Arg::complex(h.cast<const Complex&>().pairs);
   if (py::isinstance<Foreign>(h)) {
     const Foreign& f = h.cast<const Foreign&>();
     return Arg::of_kind(f.kind, f.text);
@@ -68,6 +74,7 @@ py::object to_python(const Arg& a) {
     case Arg::Kind::Double:
       return py::float_(a.to_double());
     case Arg::Kind::Tensor:
+      if (a.is_complex()) return py::cast(Complex{a.tensor()});
       return py::cast(a.tensor());
     case Arg::Kind::List: {
       py::tuple t(a.list().size());
@@ -118,20 +125,37 @@ void bind_aten(py::module_& m) {
   py::class_<lz::aten::TensorMeta>(a, "TensorMeta")
       .def(py::init([](const py::object& dtype, const std::vector<int64_t>& shape,
                        const std::string& unsupported,
-                       const std::optional<std::vector<int64_t>>& strides, int64_t storage_offset) {
+                       const std::optional<std::vector<int64_t>>& strides, int64_t storage_offset,
+                       bool complex) {
              lz::aten::TensorMeta m;
              if (!dtype.is_none()) m.dtype = dtype.cast<lz::DType>();
              m.shape = shape;
              m.unsupported = unsupported;
              m.strides = strides;
              m.storage_offset = storage_offset;
+             m.complex = complex;
              return m;
            }),
            py::arg("dtype"), py::arg("shape"), py::arg("unsupported") = "",
            py::arg("strides") = py::none(), py::arg("storage_offset") = 0,
+           py::arg("complex") = false,
            "A tensor known only by its type: dtype None (a dtype Lazuli lacks) needs "
            "`unsupported`; `strides` and `storage_offset`: eager's layout at run time, where "
-           "known.");
+           "known; `complex`: a complex tensor whose components have `dtype`.");
+  py::class_<Complex>(a, "Complex")
+      .def(py::init([](const lz::Tensor& pairs) {
+             Arg::complex(pairs);  // checks the layout
+             return Complex{pairs};
+           }),
+           py::arg("pairs"))
+      .def_property_readonly("pairs", [](const Complex& c) { return c.pairs; })
+      .def("__repr__",
+           [](const Complex& c) {
+             return "<complex value over " + Arg(c.pairs).describe() + " pairs>";
+           })
+      .doc() =
+      "A complex tensor between two entries of a partition: its (real, imaginary) pairs, a "
+      "real tensor whose last dim is 2 (view_as_real's layout).";
   py::class_<Foreign>(a, "Foreign")
       .def(py::init([](const std::string& kind, const std::string& text) {
              return Foreign{foreign_kind(kind), text};
@@ -157,6 +181,8 @@ void bind_aten(py::module_& m) {
           })
       .def_property_readonly("mutates",
                              [](const lz::aten::Entry& e) { return e.has(lz::aten::kMutates); })
+      .def_property_readonly("complex",
+                             [](const lz::aten::Entry& e) { return e.has(lz::aten::kComplex); })
       .def(
           "why_not",
           [](const lz::aten::Entry& e, const py::sequence& args) {

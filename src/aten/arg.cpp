@@ -43,6 +43,29 @@ Arg::Arg(Tensor t) {
   }
 }
 
+Arg Arg::complex(Tensor pairs) {
+  if (!pairs.defined() || pairs.dim() == 0 || pairs.shape().back() != 2 ||
+      !is_floating(pairs.dtype())) {
+    throw ValueError(
+        "ATen table: a complex tensor's pairs are a float tensor whose last dim is "
+        "2, got " +
+        (pairs.defined() ? std::string(dtype_name(pairs.dtype())) + shape_str(pairs.shape())
+                         : std::string("None")));
+  }
+  const Shape& shape = pairs.shape();
+  Arg a(std::move(pairs));
+  a.complex_ = true;
+  a.complex_shape_.assign(shape.begin(), shape.end() - 1);
+  return a;
+}
+
+std::optional<DType> Arg::complex_dtype() const {
+  if (kind_ != Kind::ForeignDType) return std::nullopt;
+  if (text_ == "complex64") return DType::Float32;
+  if (text_ == "complex128") return DType::Float64;
+  return std::nullopt;
+}
+
 Arg::Arg(const std::vector<Tensor>& ts) : kind_(Kind::List) {
   list_.reserve(ts.size());
   for (const Tensor& t : ts) list_.emplace_back(t);
@@ -162,7 +185,8 @@ std::optional<DType> Arg::tensor_dtype() const {
 
 const Shape& Arg::tensor_shape() const {
   if (kind_ != Kind::Tensor) wrong_kind("Tensor");
-  return meta_ ? meta_->shape : tensor_.shape();
+  if (meta_) return meta_->shape;
+  return complex_ ? complex_shape_ : tensor_.shape();
 }
 
 int64_t Arg::tensor_numel() const { return numel(tensor_shape()); }
@@ -196,6 +220,10 @@ std::string Arg::describe() const {
       return std::string(dtype_name(dtype_));
     case Kind::Tensor: {
       std::optional<DType> dt = tensor_dtype();
+      if (is_complex()) {
+        return std::string(dt == DType::Float64 ? "complex128" : "complex64") +
+               shape_str(tensor_shape());
+      }
       return (dt ? std::string(dtype_name(*dt)) : std::string("?")) + shape_str(tensor_shape());
     }
     case Kind::List: {

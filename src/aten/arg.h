@@ -28,6 +28,8 @@ struct TensorMeta {
   // of one: its storage offset is not known when the program is built).
   std::optional<std::vector<int64_t>> strides;
   int64_t storage_offset = 0;
+  // A complex tensor (complex64, complex128): `dtype` is its components' (float32, float64).
+  bool complex = false;
 };
 
 class Arg {
@@ -69,6 +71,9 @@ class Arg {
   Arg(const Scalar& s);
   // Values the table names but does not model.
   static Arg of_kind(Kind kind, std::string text);
+  // A complex tensor of shape S, held as `pairs`: a real tensor of shape S + [2] whose last dim
+  // is (real, imaginary), view_as_real's layout. Only entries flagged kComplex take one.
+  static Arg complex(Tensor pairs);
 
   Kind kind() const { return kind_; }
   bool is_none() const { return kind_ == Kind::None; }
@@ -79,6 +84,12 @@ class Arg {
   }
   // A tensor known only by its type (is_tensor() and not lowerable).
   bool is_meta() const { return kind_ == Kind::Tensor && meta_ != nullptr; }
+  // A complex tensor (tensor() is its pairs; tensor_dtype() its components' dtype, tensor_shape()
+  // its own shape).
+  bool is_complex() const { return kind_ == Kind::Tensor && (meta_ ? meta_->complex : complex_); }
+  // A dtype argument naming a complex dtype ("complex64", "complex128"), which Lazuli's tensors
+  // lack; its components' dtype.
+  std::optional<DType> complex_dtype() const;
 
   // Accessors. Each throws TypeError naming the kind it found when the value is of another kind
   // (the front end converted an argument against the schema: a bug, not user input).
@@ -122,6 +133,8 @@ class Arg {
   Tensor tensor_;
   std::shared_ptr<const TensorMeta> meta_;
   std::vector<Arg> list_;
+  bool complex_ = false;
+  Shape complex_shape_;  // a live complex tensor's shape (its pairs' without the last dim)
 };
 
 using Args = std::vector<Arg>;

@@ -41,6 +41,7 @@ void add_foreach(TableBuilder& b);     // entries_foreach.cpp: the optimizers' _
 void add_nn(TableBuilder& b);          // entries_nn.cpp: convolution, pooling, losses, attention
 void add_random(TableBuilder& b);      // entries_random.cpp: dropout, bernoulli, rand_like
 void add_ordering(TableBuilder& b);    // entries_ordering.cpp: sort, topk, cumsum, cumprod
+void add_complex(TableBuilder& b);     // entries_complex.cpp: view_as_real/complex, FFTs
 
 // ---- shared helpers ----------------------------------------------------------------------------
 

@@ -128,10 +128,27 @@ IntList squeezed(const Tensor& x, const IntList& dims) {
 
 // ---- copies -------------------------------------------------------------------------------------
 
-std::optional<std::string> to_copy_when(const Args& a) { return factory_refused(a, 1); }
+std::optional<std::string> to_copy_when(const Args& a) {
+  if (!a[1].complex_dtype()) return factory_refused(a, 1);
+  Args rest = a;  // to a complex dtype (entries_complex.cpp): the other conditions as usual
+  rest[1] = Arg();
+  return factory_refused(rest, 1);
+}
 
+// Complex values (Arg::complex, entries_complex.cpp): a real tensor to a complex dtype gets a
+// zero imaginary part; a complex one to a real dtype keeps its real part, as eager (which warns
+// that it discards the imaginary part).
 Arg to_copy_entry(const Args& a, Call&) {
   const Tensor& x = a[0].tensor();
+  if (std::optional<DType> parts = a[1].complex_dtype()) {
+    if (a[0].is_complex()) return Arg::complex(tensor_as(x, *parts).clone());
+    Tensor re = x.to(*parts);
+    return Arg::complex(stack({re, zeros_like(re)}, -1));
+  }
+  if (a[0].is_complex()) {
+    if (a[1].is_none()) return Arg::complex(x.clone());
+    return select(x, -1, 0).to(a[1].dtype());
+  }
   // to() of x's own dtype may give x itself; the op makes a copy.
   if (a[1].is_none() || a[1].dtype() == x.dtype()) return x.clone();
   return x.to(a[1].dtype());
@@ -450,7 +467,10 @@ void add_shape(TableBuilder& b) {
   b.add({"aten.clone.default", "aten.lift_fresh_copy.default"}, kAll,
         [](const Args& a, Call&) -> Arg { return a[0].tensor().clone(); });
   b.add({"aten._to_copy.default"}, kAll, to_copy_entry,
-        {.when = to_copy_when, .note = "to a Lazuli dtype on the CPU; float to int truncates"});
+        {.when = to_copy_when,
+         .note = "to a Lazuli dtype on the CPU; float to int truncates; complex64/128 inside a "
+                 "torch.compile partition",
+         .flags = kComplex});
   b.add(
       {"aten.copy.default"}, kAll,
       [](const Args& a, Call&) -> Arg { return copied_from(a[0].tensor(), a[1].tensor()).clone(); },

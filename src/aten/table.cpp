@@ -57,6 +57,7 @@ const Table& table() {
     add_nn(b);
     add_random(b);
     add_ordering(b);
+    add_complex(b);
     Table t;
     t.storage = b.take();
     for (const Entry& e : t.storage) {
@@ -136,7 +137,10 @@ std::optional<std::string> why_not(const Entry& entry, const Args& args) {
       return;
     }
     std::optional<DType> dt = t.tensor_dtype();
-    if (!dt) {
+    if (t.is_complex() && !entry.has(kComplex)) {
+      reason = std::string("dtype ") + (dt == DType::Float64 ? "complex128" : "complex64") +
+               " not supported";
+    } else if (!dt) {
       reason = "dtype not supported";
     } else if (!entry.dtypes.has(*dt) &&
                !(is_reduced_float(*dt) && entry.dtypes.has(DType::Float32))) {
@@ -149,6 +153,16 @@ std::optional<std::string> why_not(const Entry& entry, const Args& args) {
   } catch (const std::exception& e) {  // arguments the entry does not know (a newer schema)
     return std::string("unexpected arguments (") + e.what() + ")";
   }
+}
+
+bool involves_complex(const Entry& entry, const Args& args) {
+  if (entry.has(kComplexOnly)) return true;
+  auto complex = [](const Arg& a) { return a.is_complex() || a.complex_dtype().has_value(); };
+  for (const Arg& a : args) {
+    if (complex(a)) return true;
+    if (a.is_list() && std::any_of(a.list().begin(), a.list().end(), complex)) return true;
+  }
+  return false;
 }
 
 std::optional<std::string> why_not(std::string_view name, const Args& args) {

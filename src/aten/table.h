@@ -78,6 +78,9 @@ enum EntryFlag : uint32_t {
   kBFloat16Native = 1u << 3,  // bfloat16 operands computed as eager does (oneDNN's bf16 products)
   kCopiedView = 1u << 4,      // an ATen view lowered as a copy where Lazuli has no view for it:
                               // a front end whose tensors alias refuses writes into the result
+  kComplex = 1u << 5,         // takes complex tensors (Arg::complex) and complex dtype arguments
+  kComplexOnly = 1u << 6,     // every call takes or makes complex values (view_as_real/complex,
+                              // the FFTs): a front end without complex values leaves them alone
 };
 
 struct Entry {
@@ -101,6 +104,12 @@ const std::vector<const Entry*>& entries();
 std::optional<std::string> why_not(const Entry& entry, const Args& args);
 // The same by name; "no lowering" when the table has no entry.
 std::optional<std::string> why_not(std::string_view name, const Args& args);
+
+// Whether applying `entry` to `args` takes or makes complex values: a complex tensor or dtype
+// argument, or an entry flagged kComplexOnly. A front end that cannot hold a complex value
+// (the lazy device) leaves such a call to PyTorch; one that can (the bridge, inside a partition)
+// passes them between entries as Arg::complex.
+bool involves_complex(const Entry& entry, const Args& args);
 
 // Records `entry` applied to `args` (live tensors), as eager PyTorch computes the op: a computing
 // op whose operands include float16/bfloat16 tensors reads them as float32, computes in float32

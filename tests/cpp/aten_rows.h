@@ -37,6 +37,7 @@ struct Expect {
   std::vector<double> values = {};
   double rtol = 1e-6;
   bool none = false;  // the result is None (a gradient an output mask left out)
+  bool complex = false;  // a complex result (Arg::complex): shape and values are its pairs'
 };
 inline const Expect kNone{.none = true};
 
@@ -52,6 +53,11 @@ inline Arg T(const std::vector<double>& values, const std::vector<int64_t>& shap
   return Arg(make(values, shape, dtype));
 }
 inline Arg L(std::vector<Arg> items) { return Arg(std::move(items)); }
+// A complex tensor argument from its (real, imaginary) pairs: `shape` ends in 2.
+inline Arg C(const std::vector<double>& pairs, const std::vector<int64_t>& shape,
+             lz::DType dtype = lz::kFloat32) {
+  return Arg::complex(make(pairs, shape, dtype));
+}
 
 using RowGroup = std::vector<Row> (*)();
 inline std::vector<std::pair<const char*, RowGroup>>& row_groups() {
@@ -91,6 +97,7 @@ inline void run_rows(const std::vector<Row>& rows) {
           EXPECT_EQ(want.none, items[k].is_none()) << items[k].describe();
           continue;
         }
+        EXPECT_EQ(want.complex, items[k].is_complex()) << items[k].describe();
         lz::Tensor got = items[k].is_tensor() ? items[k].tensor()
                          : items[k].kind() == Arg::Kind::Int
                              ? lz::scalar_tensor(items[k].to_int(), lz::kInt64)
@@ -112,6 +119,7 @@ using lz::kInt32;
 using lz::kInt64;
 using lz_test::aten::Arg;
 using lz_test::aten::Args;
+using lz_test::aten::C;
 using lz_test::aten::kNone;
 using lz_test::aten::L;
 using lz_test::aten::T;

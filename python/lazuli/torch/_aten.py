@@ -36,6 +36,10 @@ TORCH_TO_LZ = {
     torch.bfloat16: lz.bfloat16,
 }
 LZ_TO_TORCH = {int(v): k for k, v in TORCH_TO_LZ.items()}
+# Complex dtypes: inside a partition, a complex value is a _C._aten.Complex over real pairs
+# (src/aten/entries_complex.cpp); these are its components' dtypes. Never a partition's input or
+# output (the bridge keeps complex values inside one partition).
+COMPLEX_PARTS = {torch.complex64: lz.float32, torch.complex128: lz.float64}
 
 
 def dtype_name(dt) -> str:
@@ -55,6 +59,8 @@ def _size(s) -> int:
 def _meta(t: torch.Tensor, laid_out: bool = False):
     """`t` as the table's TensorMeta; with its strides and storage offset where `laid_out` (its
     layout at run time is known to be the fake's: see _LaidOut)."""
+    if t.dtype in COMPLEX_PARTS and t.device.type in ("cpu", "meta") and t.layout == torch.strided:
+        return _A.TensorMeta(COMPLEX_PARTS[t.dtype], [_size(s) for s in t.shape], complex=True)
     dt = TORCH_TO_LZ.get(t.dtype)
     reason = "" if dt is not None else f"dtype {dtype_name(t.dtype)} not supported"
     if t.device.type not in ("cpu", "meta"):
@@ -94,7 +100,7 @@ def _storage_made_by_graph(node) -> bool:
     return False
 
 
-_PLAIN = (int, float, bool, str, type(None), lz.Tensor)
+_PLAIN = (int, float, bool, str, type(None), lz.Tensor, _A.Complex)
 
 
 def neutral(v):
@@ -110,7 +116,7 @@ def neutral(v):
         return _meta(v.t, laid_out=True)
     if isinstance(v, torch.dtype):
         dt = TORCH_TO_LZ.get(v)
-        return dt if dt is not None else _A.Foreign("dtype", dtype_name(v))
+        return dt if dt is not None else _A.Foreign("dtype", dtype_name(v))  # "complex64"
     if isinstance(v, torch.SymInt):
         return _size(v)
     if isinstance(v, torch.SymFloat):
@@ -233,9 +239,47 @@ def why_not_lowered(node: "torch.fx.Node") -> Optional[str]:
     reason = why_not(node.target, args, kwargs)
     if reason is None:
         for t in _tensors(_val(node)):  # an output dtype Lazuli lacks (a cast to int16)
-            if t.dtype not in TORCH_TO_LZ:
+            if t.dtype not in TORCH_TO_LZ and t.dtype not in COMPLEX_PARTS:
                 return f"result dtype {dtype_name(t.dtype)} not supported"
     return reason
+
+
+def _is_complex(value) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_complex() for t in _tensors(value))
+
+
+def refused_complex(gm: "torch.fx.GraphModule") -> Dict[str, str]:
+    """The nodes that take or make complex values, all of them, unless every one lowers and no
+    complex value is a graph input or output: Lazuli's complex values (pairs of reals, see
+    src/aten/entries_complex.cpp) live only inside one partition, never cross into eager."""
+    touching = [n for n in gm.graph.nodes if _touches_complex(n)]
+    if not touching:
+        return {}
+    blocked = None
+    for n in gm.graph.nodes:
+        if n.op == "placeholder" and n.users and _is_complex(_val(n)):
+            blocked = f"%{n.name} is a complex graph input"
+        elif n.op == "output" and any(isinstance(a, torch.fx.Node) and _is_complex(_val(a))
+                                      for a in n.all_input_nodes):
+            blocked = "the graph returns a complex value"
+        elif n in touching and n.target is not operator.getitem:
+            why = why_not_lowered(n)
+            if why is not None:
+                blocked = f"%{n.name} ({n.target}) does not lower: {why}"
+        if blocked:
+            break
+    if blocked is None:
+        return {}
+    return {n.name: f"complex values stay inside one partition, and {blocked}" for n in touching}
+
+
+def _touches_complex(node) -> bool:
+    if node.op != "call_function":
+        return False
+    if _is_complex(_val(node)):
+        return True
+    return any(isinstance(a, torch.fx.Node) and _is_complex(_val(a))
+               for a in node.all_input_nodes)
 
 
 def supported_ops() -> List[dict]:
@@ -304,14 +348,21 @@ def _check_result(node, value):
     got = value if isinstance(value, (list, tuple)) else (value,)
     want = expected if isinstance(expected, (list, tuple)) else (expected,)
     for g, w in zip(got, want):
-        if not isinstance(w, torch.Tensor) or not isinstance(g, lz.Tensor):
+        if not isinstance(w, torch.Tensor):
             continue
         shape = tuple(int(s) if isinstance(s, int) else s for s in w.shape)
-        if LZ_TO_TORCH.get(int(g.dtype)) != w.dtype or (
-                all(isinstance(s, int) for s in shape) and tuple(g.shape) != shape):
+        if isinstance(g, _A.Complex):  # pairs: the components' dtype, one more dim of 2
+            got_dtype, got_shape = ("complex " + str(g.pairs.dtype), tuple(g.pairs.shape)[:-1])
+            ok = COMPLEX_PARTS.get(w.dtype) == g.pairs.dtype
+        elif isinstance(g, lz.Tensor):
+            got_dtype, got_shape = str(g.dtype), tuple(g.shape)
+            ok = LZ_TO_TORCH.get(int(g.dtype)) == w.dtype
+        else:
+            continue
+        if not ok or (all(isinstance(s, int) for s in shape) and got_shape != shape):
             raise LoweringMismatch(
                 f"lazuli: the lowering of {node.target} (node {node.name}) gave "
-                f"{g.dtype} {tuple(g.shape)}, PyTorch gives {dtype_name(w.dtype)} {shape}")
+                f"{got_dtype} {got_shape}, PyTorch gives {dtype_name(w.dtype)} {shape}")
 
 
 def _result_dtypes(node):

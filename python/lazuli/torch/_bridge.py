@@ -150,7 +150,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, kind="forward",
     _count("TorchGraphCompiled")
     report = _Report(name, kind)
     n_nodes = sum(1 for n in gm.graph.nodes if n.op == "call_function")  # fusing moves them
-    support = _LazuliSupport(_refused_updates(gm))
+    support = _LazuliSupport({**_refused_updates(gm), **_table.refused_complex(gm)})
     partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     fused = partitioner.fuse_partitions(partitions) if partitions else gm
@@ -388,6 +388,8 @@ class LazuliPartition(torch.nn.Module):
             views = _input_views(self.gm)
             pending, outputs = [], []
             for p, o in enumerate(flat):
+                if isinstance(o, _C._aten.Complex):  # refused_complex keeps them inside
+                    raise TypeError(f"a complex value is output {p} of the partition")
                 state = lz.debug.tensor_state(o) if isinstance(o, lz.Tensor) else None
                 view = views[p] if len(views) == len(flat) else None
                 if view is not None and state is not None and _is_view_of(view, args, o):

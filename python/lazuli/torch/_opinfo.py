@@ -166,6 +166,12 @@ NOT_IN_OPINFO["aten._native_batch_norm_legit.no_stats"] = (
 NOT_IN_OPINFO["aten._native_batch_norm_legit_no_training.default"] = (
     "inference graphs of BatchNorm modules: test_compile's "
     "test_batch_norm_in_each_functional_form_lowers_without_eager, the C++ rows")
+# Complex values stay inside a partition, and every FFT OpInfo returns (or takes) one.
+for _name in ("aten.view_as_real.default", "aten.view_as_complex.default",
+              "aten._fft_c2c.default", "aten._fft_r2c.default"):
+    NOT_IN_OPINFO[_name] = ("the FFT OpInfos return complex values, which never leave a "
+                            "partition: test_compile's test_fft_layers_lower_inside_one_partition, "
+                            "the C++ rows (aten_complex_test.cpp)")
 NOT_IN_OPINFO["aten.zero.default"] = ("zero_'s functional form: the lazy device's x.zero_(); "
                                       "checked by test_device_opinfo and the C++ rows")
 NOT_IN_OPINFO["aten.masked_fill.Tensor"] = ("the masked_fill OpInfo's first sample fills a number; "
@@ -430,6 +436,9 @@ def check(case) -> Result:
             return Result(set(), fallback=f"{node.target}: {reason}{whole}")
         if node.op == "call_function" and _aten.entry(node.target) is not None:
             used.add(str(node.target))
+    refused = _aten.refused_complex(gm)
+    if refused:
+        return Result(set(), fallback=next(iter(refused.values())))
     if used & RANDOM_ENTRIES:
         names = ", ".join(sorted(used & RANDOM_ENTRIES))
         return Result(set(), fallback=f"random ({names}): Lazuli's stream, not eager's")

@@ -132,6 +132,53 @@ def test_as_strided_over_an_input_or_a_view_of_one_runs_in_eager():
     assert counter("fallback::aten.as_strided.default") >= 1
 
 
+
+@pytest.mark.parametrize("name", ["fnet_mixing", "inverse_ortho", "rfft_parts"])
+def test_fft_layers_lower_inside_one_partition(name):
+    # Complex values live inside a partition as (real, imaginary) pairs (entries_complex.cpp):
+    # FNet's token mixing real(fftn(x, dim=(1, 2))), an inverse with "ortho" scaling, a real
+    # FFT's parts; values (and gradients where only FFTs touch complex values) as eager's,
+    # nothing in eager.
+    fns = {
+        "fnet_mixing": lambda x: torch.fft.fftn(x, dim=(1, 2)).real * 0.5,
+        "inverse_ortho": lambda x: torch.fft.ifft(torch.fft.fft(x.exp(), norm="ortho"),
+                                                   dim=-1, norm="ortho").real,
+        "rfft_parts": lambda x: torch.fft.rfft(x, dim=-1).imag.exp().sum(1) + torch.fft.rfft(x).real.sum(),
+    }
+    f = fns[name]
+    # rfft's gradient pads the gradient with complex zeros (full, slice_scatter on complex
+    # values): not lowered, so checked without gradients.
+    x = torch.randn(2, 6, 5, requires_grad=name != "rfft_parts")
+    got, want = torch.compile(f, backend=BACKEND)(x), f(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if x.requires_grad:
+        g = torch.randn_like(got)
+        (gx,) = torch.autograd.grad(got, x, g)
+        (wx,) = torch.autograd.grad(want, x, g)
+        torch.testing.assert_close(gx, wx, rtol=1e-5, atol=1e-5)
+    fallbacks = [n for n in lz.debug.counter_names() if n.startswith("fallback::") and counter(n)]
+    assert fallbacks == [], fallbacks
+    assert counter("TorchPartition") == (2 if x.requires_grad else 1)  # forward (and backward)
+
+
+def test_complex_values_never_cross_a_partition_boundary():
+    # A graph that returns a complex value, or takes one, keeps every complex node in eager (the
+    # pairs are Lazuli's own form); the real work around them still lowers.
+    def returns_complex(x):
+        return torch.fft.fft(x.exp())
+
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(torch.compile(returns_complex, backend=BACKEND)(x), returns_complex(x))
+    assert counter("fallback::aten._fft_r2c.default") == 1
+    assert counter("fallback::aten.exp.default") == 0
+
+    def takes_complex(z):
+        return torch.fft.ifft(z).real * 2
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    torch.testing.assert_close(torch.compile(takes_complex, backend=BACKEND)(z), takes_complex(z))
+    assert counter("fallback::aten._fft_c2c.default") == 1
+
 def test_unsupported_dtype_falls_back_between_partitions_and_is_counted(tmp_path):
     def f(x, w):
         y = torch.relu(x @ w)
