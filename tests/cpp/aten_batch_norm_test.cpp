@@ -317,9 +317,6 @@ TEST(AtenBatchNorm, A16BitInputUpdatesFloat32StatisticsOnce) {
 }
 
 TEST(AtenBatchNorm, RefusesWhatItCannotUpdate) {
-  auto meta = [](lz::DType dt, lz::Shape shape) {
-    return Arg(TensorMeta{dt, std::move(shape), "", std::nullopt, 0});
-  };
   Args half = {meta(lz::kBFloat16, {2, 3, 2}), Arg(), Arg(), meta(lz::kBFloat16, {3}),
                meta(lz::kBFloat16, {3}),       true,  0.1,   1e-5};
   EXPECT_NE(lz::aten::why_not("aten.native_batch_norm.default", half), std::nullopt);

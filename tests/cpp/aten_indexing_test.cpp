@@ -182,10 +182,6 @@ namespace {
 using lz::aten::TensorMeta;
 using lz::aten::why_not;
 
-Arg meta(lz::DType dtype, lz::Shape shape) {
-  return Arg(TensorMeta{dtype, std::move(shape), "", std::nullopt, 0});
-}
-
 TEST(AtenIndexing, ConditionsNameTheirReasons) {
   Arg x = meta(kFloat32, {4});
   Arg i = meta(kInt64, {2});

@@ -53,6 +53,13 @@ inline Arg T(const std::vector<double>& values, const std::vector<int64_t>& shap
   return Arg(make(values, shape, dtype));
 }
 inline Arg L(std::vector<Arg> items) { return Arg(std::move(items)); }
+// A tensor argument known only by its type (what the bridge passes to why_not before tracing).
+inline Arg meta(lz::DType dtype, std::vector<int64_t> shape) {
+  lz::aten::TensorMeta m;
+  m.dtype = dtype;
+  m.shape = std::move(shape);
+  return Arg(std::move(m));
+}
 // A complex tensor argument from its (real, imaginary) pairs: `shape` ends in 2.
 inline Arg C(const std::vector<double>& pairs, const std::vector<int64_t>& shape,
              lz::DType dtype = lz::kFloat32) {
@@ -122,6 +129,7 @@ using lz_test::aten::Args;
 using lz_test::aten::C;
 using lz_test::aten::kNone;
 using lz_test::aten::L;
+using lz_test::aten::meta;
 using lz_test::aten::T;
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
