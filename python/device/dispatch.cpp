@@ -301,10 +301,10 @@ Arg to_arg(const c10::IValue& v, Kind kind, const std::string& op) {
       c10::ScalarType t = v.toScalarType();
       if (std::optional<lz::DType> dt = lazuli_dtype(t)) return Arg(*dt);
       // The table's spelling of complex dtypes (Arg::complex_dtype), torch's for the rest.
-      if (t == c10::ScalarType::ComplexFloat)
-        return Arg::of_kind(Arg::Kind::ForeignDType, "complex64");
-      if (t == c10::ScalarType::ComplexDouble) {
-        return Arg::of_kind(Arg::Kind::ForeignDType, "complex128");
+      if (t == c10::ScalarType::ComplexFloat || t == c10::ScalarType::ComplexDouble) {
+        lz::DType parts =
+            t == c10::ScalarType::ComplexFloat ? lz::DType::Float32 : lz::DType::Float64;
+        return Arg::of_kind(Arg::Kind::ForeignDType, Arg::complex_name(parts));
       }
       return Arg::of_kind(Arg::Kind::ForeignDType, c10::toString(t));
     }

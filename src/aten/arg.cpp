@@ -61,9 +61,14 @@ Arg Arg::complex(Tensor pairs) {
 
 std::optional<DType> Arg::complex_dtype() const {
   if (kind_ != Kind::ForeignDType) return std::nullopt;
-  if (text_ == "complex64") return DType::Float32;
-  if (text_ == "complex128") return DType::Float64;
+  for (DType parts : {DType::Float32, DType::Float64}) {
+    if (text_ == complex_name(parts)) return parts;
+  }
   return std::nullopt;
+}
+
+const char* Arg::complex_name(DType parts) {
+  return parts == DType::Float64 ? "complex128" : "complex64";
 }
 
 Arg::Arg(const std::vector<Tensor>& ts) : kind_(Kind::List) {
@@ -220,10 +225,8 @@ std::string Arg::describe() const {
       return std::string(dtype_name(dtype_));
     case Kind::Tensor: {
       std::optional<DType> dt = tensor_dtype();
-      if (is_complex()) {
-        return std::string(dt == DType::Float64 ? "complex128" : "complex64") +
-               shape_str(tensor_shape());
-      }
+      if (is_complex())
+        return complex_name(dt.value_or(DType::Float32)) + shape_str(tensor_shape());
       return (dt ? std::string(dtype_name(*dt)) : std::string("?")) + shape_str(tensor_shape());
     }
     case Kind::List: {

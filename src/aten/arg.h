@@ -90,6 +90,9 @@ class Arg {
   // A dtype argument naming a complex dtype ("complex64", "complex128"), which Lazuli's tensors
   // lack; its components' dtype.
   std::optional<DType> complex_dtype() const;
+  // The complex dtype whose components have dtype `parts`: "complex128" for float64, else
+  // "complex64".
+  static const char* complex_name(DType parts);
 
   // Accessors. Each throws TypeError naming the kind it found when the value is of another kind
   // (the front end converted an argument against the schema: a bug, not user input).

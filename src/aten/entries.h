@@ -42,6 +42,8 @@ void add_nn(TableBuilder& b);          // entries_nn.cpp: convolution, pooling, 
 void add_random(TableBuilder& b);      // entries_random.cpp: dropout, bernoulli, rand_like
 void add_ordering(TableBuilder& b);    // entries_ordering.cpp: sort, topk, cumsum, cumprod
 void add_complex(TableBuilder& b);     // entries_complex.cpp: view_as_real/complex, FFTs
+// _to_copy(x, dtype, ...) where x or dtype is complex (entries_complex.cpp).
+Arg complex_to_copy(const Args& a);
 
 // ---- shared helpers ----------------------------------------------------------------------------
 

@@ -46,13 +46,19 @@ void dft_along(Tensor& re, Tensor& im, int64_t dim, bool forward) {
   im = transpose(new_im, dim, last);
 }
 
-// _fft_c2c, _fft_r2c's normalization: 0 none, 1 1/sqrt(n), 2 1/n (n: the transformed elements).
-double fft_scale(const Shape& shape, const IntList& dims, int64_t normalization) {
+// The DFT of (re, im) over `dims`, scaled by _fft_c2c's and _fft_r2c's normalization: 0 none,
+// 1 1/sqrt(n), 2 1/n (n: the transformed elements).
+void dft(Tensor& re, Tensor& im, const IntList& dims, bool forward, int64_t normalization) {
   double n = 1;
-  for (int64_t d : dims) n *= static_cast<double>(shape[static_cast<size_t>(d)]);
-  if (normalization == 1) return 1.0 / std::sqrt(n);
-  if (normalization == 2) return 1.0 / n;
-  return 1.0;
+  for (int64_t d : dims) {
+    n *= static_cast<double>(re.shape()[static_cast<size_t>(d)]);
+    dft_along(re, im, d, forward);
+  }
+  const double scale = normalization == 1 ? 1.0 / std::sqrt(n) : normalization == 2 ? 1.0 / n : 1.0;
+  if (scale != 1.0) {
+    re = mul(re, scale);
+    im = mul(im, scale);
+  }
 }
 
 IntList fft_dims(const Arg& dims, int64_t rank) {
@@ -86,12 +92,7 @@ Arg fft_c2c_entry(const Args& a, Call&) {
   const int64_t rank = pairs.dim() - 1;
   IntList dims = fft_dims(a[1], rank);
   Tensor re = real_part(pairs), im = imag_part(pairs);
-  for (int64_t d : dims) dft_along(re, im, d, a[3].to_bool());
-  const double scale = fft_scale(a[0].tensor_shape(), dims, a[2].to_int());
-  if (scale != 1.0) {
-    re = mul(re, scale);
-    im = mul(im, scale);
-  }
+  dft(re, im, dims, a[3].to_bool(), a[2].to_int());
   return Arg::complex(pairs_of(re, im));
 }
 
@@ -101,12 +102,7 @@ Arg fft_r2c_entry(const Args& a, Call&) {
   const Tensor& x = a[0].tensor();
   IntList dims = fft_dims(a[1], x.dim());
   Tensor re = x, im = zeros_like(x);
-  for (int64_t d : dims) dft_along(re, im, d, true);
-  const double scale = fft_scale(x.shape(), dims, a[2].to_int());
-  if (scale != 1.0) {
-    re = mul(re, scale);
-    im = mul(im, scale);
-  }
+  dft(re, im, dims, true, a[2].to_int());
   if (a[3].to_bool()) {
     const int64_t last = dims.back();
     const int64_t keep = x.shape()[static_cast<size_t>(last)] / 2 + 1;
@@ -117,6 +113,19 @@ Arg fft_r2c_entry(const Args& a, Call&) {
 }
 
 }  // namespace
+
+// A real tensor to a complex dtype gets a zero imaginary part; a complex one to a real dtype
+// keeps its real part, as eager (which warns that it discards the imaginary part).
+Arg complex_to_copy(const Args& a) {
+  const Tensor& x = a[0].tensor();
+  if (std::optional<DType> parts = a[1].complex_dtype()) {
+    if (a[0].is_complex()) return Arg::complex(x.dtype() == *parts ? x.clone() : x.to(*parts));
+    Tensor re = x.to(*parts);
+    return Arg::complex(pairs_of(re, zeros_like(re)));
+  }
+  if (a[1].is_none()) return Arg::complex(x.clone());
+  return real_part(x).to(a[1].dtype());
+}
 
 void add_complex(TableBuilder& b) {
   const DTypeSet kReal = {DType::Float32, DType::Float64};

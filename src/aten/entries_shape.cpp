@@ -135,20 +135,9 @@ std::optional<std::string> to_copy_when(const Args& a) {
   return factory_refused(rest, 1);
 }
 
-// Complex values (Arg::complex, entries_complex.cpp): a real tensor to a complex dtype gets a
-// zero imaginary part; a complex one to a real dtype keeps its real part, as eager (which warns
-// that it discards the imaginary part).
 Arg to_copy_entry(const Args& a, Call&) {
+  if (a[0].is_complex() || a[1].complex_dtype()) return complex_to_copy(a);
   const Tensor& x = a[0].tensor();
-  if (std::optional<DType> parts = a[1].complex_dtype()) {
-    if (a[0].is_complex()) return Arg::complex(tensor_as(x, *parts).clone());
-    Tensor re = x.to(*parts);
-    return Arg::complex(stack({re, zeros_like(re)}, -1));
-  }
-  if (a[0].is_complex()) {
-    if (a[1].is_none()) return Arg::complex(x.clone());
-    return select(x, -1, 0).to(a[1].dtype());
-  }
   // to() of x's own dtype may give x itself; the op makes a copy.
   if (a[1].is_none() || a[1].dtype() == x.dtype()) return x.clone();
   return x.to(a[1].dtype());

@@ -138,8 +138,8 @@ std::optional<std::string> why_not(const Entry& entry, const Args& args) {
     }
     std::optional<DType> dt = t.tensor_dtype();
     if (t.is_complex() && !entry.has(kComplex)) {
-      reason = std::string("dtype ") + (dt == DType::Float64 ? "complex128" : "complex64") +
-               " not supported";
+      reason =
+          std::string("dtype ") + Arg::complex_name(dt.value_or(DType::Float32)) + " not supported";
     } else if (!dt) {
       reason = "dtype not supported";
     } else if (!entry.dtypes.has(*dt) &&
@@ -156,6 +156,9 @@ std::optional<std::string> why_not(const Entry& entry, const Args& args) {
 }
 
 bool involves_complex(const Entry& entry, const Args& args) {
+  // An entry without kComplex never does: why_not refuses complex tensors for it, and it makes
+  // no Arg::complex. The lazy device asks this of every op it lowers.
+  if (!entry.has(kComplex)) return false;
   if (entry.has(kComplexOnly)) return true;
   auto complex = [](const Arg& a) { return a.is_complex() || a.complex_dtype().has_value(); };
   for (const Arg& a : args) {

@@ -105,10 +105,10 @@ std::optional<std::string> why_not(const Entry& entry, const Args& args);
 // The same by name; "no lowering" when the table has no entry.
 std::optional<std::string> why_not(std::string_view name, const Args& args);
 
-// Whether applying `entry` to `args` takes or makes complex values: a complex tensor or dtype
-// argument, or an entry flagged kComplexOnly. A front end that cannot hold a complex value
-// (the lazy device) leaves such a call to PyTorch; one that can (the bridge, inside a partition)
-// passes them between entries as Arg::complex.
+// Whether applying `entry` to `args` takes or makes complex values: an entry flagged kComplex
+// given a complex tensor or dtype argument, or one flagged kComplexOnly. A front end that cannot
+// hold a complex value (the lazy device) leaves such a call to PyTorch; one that can (the bridge,
+// inside a partition) passes them between entries as Arg::complex.
 bool involves_complex(const Entry& entry, const Args& args);
 
 // Records `entry` applied to `args` (live tensors), as eager PyTorch computes the op: a computing

@@ -252,7 +252,7 @@ def refused_complex(gm: "torch.fx.GraphModule") -> Dict[str, str]:
     """The nodes that take or make complex values, all of them, unless every one lowers and no
     complex value is a graph input or output: Lazuli's complex values (pairs of reals, see
     src/aten/entries_complex.cpp) live only inside one partition, never cross into eager."""
-    touching = [n for n in gm.graph.nodes if _touches_complex(n)]
+    touching = {n for n in gm.graph.nodes if _touches_complex(n)}
     if not touching:
         return {}
     blocked = None
