@@ -1,5 +1,5 @@
 """A training step on a busy machine: Lazuli against PyTorch eager while another process keeps one
-core busy, and on the quiet machine, in the same run (issue 34 item 4).
+core busy, and on the quiet machine, in the same run.
 
 An outside user measured a mid-sized MLP step 1.29x faster than eager on a quiet machine and
 0.72x with the second core busy. This measures an MLP SGD step of bench/train_bench.py (default

@@ -1,4 +1,4 @@
-"""The cpu backend's compiler (issue 3), each target against a baseline measured in the same run
+"""The cpu backend's compiler, each target against a baseline measured in the same run
 (alternating rounds, medians; MACHINE.md: the machine is shared and noisy).
 
   1. fused elementwise chain ((x*a+b).relu()*c-d)/e over 16M float32 (6 ops, one kernel),

@@ -1,5 +1,5 @@
 // Lazuli's float32 convolution against oneDNN called directly, on resnet18's convolution shapes
-// (issue 12: goal >= 90% of oneDNN direct). Standalone program (not Google Benchmark): it
+// (goal >= 90% of oneDNN direct). Standalone program (not Google Benchmark): it
 // alternates the candidates round by round and prints per-round ratios, which a noisy shared
 // machine needs (MACHINE.md).
 //

@@ -1,4 +1,4 @@
-"""What gradient buckets buy Lazuli's own DistributedDataParallel (issue 30, bench/RESULTS.md
+"""What gradient buckets buy Lazuli's own DistributedDataParallel (bench/RESULTS.md
 section 20.4): the gradient exchange of a resnet18-sized model (torchvision's resnet18, 62
 parameters, 44.7 MB of float32 gradients) on 2 ranks x 1 thread, with one all_reduce per
 parameter (bucket_cap_mb=0) and with buckets of 1, 4 and 25 MB, over

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Recording one ATen op from Python on the lazy Lazuli device: `a + b` and a few more on small
-tensors, no barrier (issue 29's goal: at most 2 us an op; PyTorch/XLA took 4.6 us for `a + b`
+tensors, no barrier (the goal: at most 2 us an op; PyTorch/XLA took 4.6 us for `a + b`
 here, bench/RESULTS.md section 9).
 
 Baselines in the same process, rounds alternating (MACHINE.md: the machine is noisy): Lazuli's

@@ -1,5 +1,5 @@
 """Data-parallel training across processes: a training step on 2 ranks against 1 process, all
-measured in this run (docs/distributed.md, issue 30), for
+measured in this run (docs/distributed.md), for
 
   lazuli     Lazuli's own API: lazuli.nn.parallel.DistributedDataParallel over MPI (mpirun);
              MLP only

@@ -1,5 +1,5 @@
 // Lazuli's bfloat16 matrix products against oneDNN's bf16 matmul called directly, on GPT-2-small's
-// shapes (issue 13), with the float32 products of both beside them for scale. Standalone program
+// shapes, with the float32 products of both beside them for scale. Standalone program
 // (not Google Benchmark): it alternates the candidates round by round and prints per-round
 // ratios, which a noisy shared machine needs (MACHINE.md).
 //

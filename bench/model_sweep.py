@@ -1,5 +1,5 @@
 """A sweep over small variants of the public model families of PyTorch's inductor CPU dashboard
-(issue 33 item 1): torch.compile(backend=lazuli.torch.backend) against eager and inductor.
+torch.compile(backend=lazuli.torch.backend) against eager and inductor.
 
 The models: the families of pytorch/pytorch's benchmarks/dynamo/timm_models_list_cpu.txt and
 huggingface_models_list_cpu.txt, each as its smallest timm variant (or a timm model shrunk by

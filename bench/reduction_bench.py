@@ -1,4 +1,4 @@
-"""Float32 reductions and index ops on the cpu backend (issue 13 and the float32 sum accuracy fix):
+"""Float32 reductions and index ops on the cpu backend (and the float32 sum accuracy fix):
 time per synced program for each workload, and the accuracy of float32 sums against float64.
 
 Workloads (float32, LAZULI_NUM_THREADS=2 unless --threads):

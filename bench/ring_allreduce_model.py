@@ -1,5 +1,5 @@
 """What the gradient exchange of data parallelism costs at 8, 64 and 512 ranks, on paper, from an
-all-reduce measured here between 2 ranks (issue 30, bench/RESULTS.md section 20).
+all-reduce measured here between 2 ranks (bench/RESULTS.md section 20).
 
 1. Measures a 2-rank all-reduce of float32 tensors of 4 KB .. 64 MB (2 ranks x 1 thread) on
      gloo     torch.distributed's gloo on CPU tensors, one blocking call (torchrun): the transport

@@ -1,4 +1,4 @@
-"""PyTorch models on Lazuli against PyTorch's own compilers and PyTorch/XLA (issue 11, Performance).
+"""PyTorch models on Lazuli against PyTorch's own compilers and PyTorch/XLA.
 
 Candidates: PyTorch eager; torch.compile with inductor; torch.compile with backend lazuli; and
 PyTorch/XLA 2.9 on the CPU (PJRT_DEVICE=CPU): its lazy device (step barrier: mark_step) and its

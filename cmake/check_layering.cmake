@@ -1,10 +1,20 @@
-# Fails when a source file under DIR includes a header of a folder it must not depend on (FORBIDDEN:
-# a regular expression of include paths). Run by ctest (layering.*): src/lower/ is target-neutral
-# (cpu -> lower -> ir), so it includes no backend header and nothing above the IR.
-file(GLOB_RECURSE files ${DIR}/*.h ${DIR}/*.cpp)
-foreach(f ${files})
-  file(STRINGS ${f} lines REGEX "^#include \"(${FORBIDDEN})")
-  if(lines)
-    message(SEND_ERROR "${f}: ${lines}")
+# Fails when a source file under DIRS (folders separated by "|"; with RECURSE=OFF, their files only,
+# not their subfolders') includes a header of a folder it must not depend on (FORBIDDEN: a regular
+# expression of include paths). Run by ctest (layering.*, CMakeLists.txt names each rule and why).
+string(REPLACE "|" ";" dirs "${DIRS}")
+foreach(dir ${dirs})
+  if(RECURSE STREQUAL "OFF")
+    file(GLOB files ${dir}/*.h ${dir}/*.cpp)
+  else()
+    file(GLOB_RECURSE files ${dir}/*.h ${dir}/*.cpp)
   endif()
+  if(NOT files)
+    message(SEND_ERROR "${dir}: no source files (a folder renamed? update the rule)")
+  endif()
+  foreach(f ${files})
+    file(STRINGS ${f} lines REGEX "^#include \"(${FORBIDDEN})")
+    if(lines)
+      message(SEND_ERROR "${f}: ${lines}")
+    endif()
+  endforeach()
 endforeach()

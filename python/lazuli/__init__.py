@@ -21,7 +21,7 @@ from ._C import (  # noqa: F401  (the public names of API.md)
     sync, sync_tensors, wait, add_step_closure, device_count, backend,
 )
 from ._tensor import tensor  # noqa: F401
-from ._C import index_put, index_put_  # noqa: F401  (issue 13)
+from ._C import index_put, index_put_  # noqa: F401
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
 from . import debug  # noqa: F401
@@ -56,15 +56,15 @@ _atexit.register(_C._drain)
 # Frames inside this package are the library's; the first frame outside is the user's call site.
 _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 
-# Autograd, nn and optim (issue 5).
+# Autograd, nn and optim.
 from .autograd import no_grad, enable_grad, is_grad_enabled, set_grad_enabled  # noqa: F401,E402
 from ._C import detach  # noqa: F401,E402
 from . import nn, optim  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
-from . import amp  # noqa: F401,E402  (autocast: issue 13)
+from . import amp  # noqa: F401,E402  (autocast)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: F401,E402
 
 # Composite ops (src/ops/composite*.cpp) and lz.linalg (issues 12 and 13).
 from ._C import tril, triu, masked_fill, flip, roll, multinomial, norm, clip  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402
-from ._C import cumsum, cumprod  # noqa: F401,E402  (scans: issue 13)
+from ._C import cumsum, cumprod  # noqa: F401,E402  (scans)

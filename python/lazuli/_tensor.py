@@ -127,7 +127,7 @@ _C.Tensor.__str__ = _C.Tensor.__repr__
 _C.Tensor.__format__ = _format
 
 
-# ---- Tensor methods for functions defined in Python (issue 13: every lazuli function PyTorch
+# ---- Tensor methods for functions defined in Python (every lazuli function PyTorch
 # has as a method is a method here too; tests/python/test_tensor_methods.py checks the list). ----
 def _method_dtype(x, dtype, fn):
     if dtype is None:

@@ -1,4 +1,4 @@
-"""lz.linalg: PyTorch's torch.linalg norms (src/ops/composite_norm.cpp).
+"""lz.linalg: PyTorch's torch.linalg norms (src/ops/linalg_norms.cpp).
 
 - ``vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None)``: any ord (inf, -inf, 0 too).
 - ``matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None)``: 'fro', 1, -1, inf,

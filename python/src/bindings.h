@@ -87,8 +87,6 @@ void bind_indexing(py::module_& m, py::class_<lz::Tensor>& cls);
 // The flat positions (int64) of a bool mask's true elements: reads the mask (a cut with reason
 // data-dependent-shape), waiting interruptibly (ops_bindings.cpp).
 lz::Tensor nonzero_flat(const lz::Tensor& mask);
-// cumsum/cumprod, scaled_dot_product_attention (into m._nn) (lm_bindings.cpp).
-void bind_lm_ops(py::module_& m, py::class_<lz::Tensor>& cls);
 // The ATen lowering table, into m._aten (aten_bindings.cpp).
 void bind_aten(py::module_& m);
 // lazuli._C._distributed (distributed_bindings.cpp).

@@ -225,7 +225,7 @@ void bind_composites(py::module_& m, py::class_<Tensor>& cls) {
       m.def_submodule("_nn", "lz.nn.functional's composite ops (src/ops/composite_nn.cpp)");
   nn.attr("__name__") = "lazuli._C.nn.functional";
   bind_nn(nn);
-  py::module_ la = m.def_submodule("_linalg", "lz.linalg (src/ops/composite_norm.cpp)");
+  py::module_ la = m.def_submodule("_linalg", "lz.linalg (src/ops/linalg_norms.cpp)");
   la.attr("__name__") = "lazuli._C.linalg";
   bind_linalg(la);
 }

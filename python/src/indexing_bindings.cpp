@@ -2,11 +2,11 @@
 // (a tuple, or PyTorch's list-as-tuple rule with its warning), turning Python items into
 // lz::indexing items (numbers, slices, lists and numpy arrays: their values become a host list
 // index, checked at the call), the value's kinds, `x[False] = v` doing nothing, and waiting for a
-// mask interruptibly. The rules themselves are the C++ core's (src/ops/tensor_indexing.cpp), with
+// mask interruptibly. The rules themselves are the C++ core's (src/ops/subscript.cpp), with
 // bare messages: PyTorch's texts, as PyTorch's Python shows them.
 #include "bindings.h"
 #include "ir/origin.h"
-#include "ops/tensor_indexing.h"
+#include "ops/subscript.h"
 
 namespace lzpy {
 namespace {

@@ -1,5 +1,5 @@
 // Ctrl-C during a compile: the compile stops at the next kernel boundary and KeyboardInterrupt is
-// raised (src/backend/cpu/compile_interrupt.h has the contract).
+// raised (src/backend/compile_interrupt.h has the contract).
 //
 // The compiling thread may not hold the GIL (a sync releases it), and taking the GIL to ask
 // Python about signals could deadlock against a thread that holds it while it waits for the
@@ -11,7 +11,7 @@
 
 #include <atomic>
 
-#include "backend/cpu/compile_interrupt.h"
+#include "backend/compile_interrupt.h"
 #include "bindings.h"
 
 namespace lzpy {
@@ -74,7 +74,7 @@ void resume_after_interrupt(const std::function<void()>& work) {
     try {
       work();
       return;
-    } catch (const lz::cpu::CompileInterrupted&) {
+    } catch (const lz::CompileInterrupted&) {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
   }
@@ -83,12 +83,12 @@ void resume_after_interrupt(const std::function<void()>& work) {
 void install_compile_interrupt(py::module_&) {
   g_main_thread =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  lz::cpu::set_compile_interrupt_hook({&begin_compile, &poll_compile, &end_compile});
+  lz::set_compile_interrupt_hook({&begin_compile, &poll_compile, &end_compile});
   // Registered after the module's translator, so it is tried first.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const lz::cpu::CompileInterrupted& e) {
+    } catch (const lz::CompileInterrupted& e) {
       // Python's handler runs now (KeyboardInterrupt by default); a handler that does not
       // raise still gets an error: the compile was abandoned.
       if (PyErr_CheckSignals() != 0) return;

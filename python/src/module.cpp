@@ -243,7 +243,6 @@ PYBIND11_MODULE(_C, m) {
   lzpy::bind_serialize(m);
   lzpy::bind_composites(m, tensor_cls);
   lzpy::bind_nn_layers(m);  // into the _nn submodule bind_composites made
-  lzpy::bind_lm_ops(m, tensor_cls);
   lzpy::bind_indexing(m, tensor_cls);
   lzpy::bind_aten(m);
   lzpy::bind_distributed(m);

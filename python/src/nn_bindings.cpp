@@ -1,5 +1,5 @@
-// lazuli._C._nn: the functional ops, losses, convolution, pooling and normalization (lz::nn,
-// include/lazuli/nn.h), beside the composites of composite_bindings.cpp, under the names
+// lazuli._C._nn: the functional ops, losses, attention, convolution, pooling and normalization
+// (lz::nn, include/lazuli/nn.h), beside the composites of composite_bindings.cpp, under the names
 // lz.nn.functional re-exports (so argument errors say "lz.nn.functional.conv2d()"). Ints or tuples
 // of ints convert as PyTorch's _pair does; None for an optional tensor is an undefined Tensor.
 #include "bindings.h"
@@ -25,6 +25,18 @@ void bind_nn_layers(py::module_& parent) {
   py::module_ m = parent.attr("_nn");
   // The functional ops lz.nn.functional wraps (its wrappers keep PyTorch's signatures and
   // argument messages; every semantic is here, in C++).
+  m.def(
+      "scaled_dot_product_attention",
+      [](const lz::Tensor& q, const lz::Tensor& k, const lz::Tensor& v, const py::object& attn_mask,
+         double dropout_p, bool is_causal, const py::object& scale, bool enable_gqa) {
+        std::optional<double> s;
+        if (!scale.is_none()) s = number_arg(scale, "scale").to_double();
+        return lz::nn::scaled_dot_product_attention(q, k, v, opt_tensor(attn_mask, "attn_mask"),
+                                                    dropout_p, is_causal, s, enable_gqa);
+      },
+      py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+      py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::kw_only(),
+      py::arg("scale") = py::none(), py::arg("enable_gqa") = false);
   m.def(
       "linear",
       [](const lz::Tensor& x, const lz::Tensor& w, const py::object& bias) {

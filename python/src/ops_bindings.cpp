@@ -201,6 +201,18 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
     m.def(name, fn, py::arg("input"), py::arg("dim") = py::none(), py::arg("keepdim") = false);
     cls.def(name, fn, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   }
+  // scans
+  for (bool product : {false, true}) {
+    auto f = product ? &lz::cumprod : &lz::cumsum;
+    auto fn = [f](const Tensor& x, const py::object& dim, const py::object& dtype) {
+      std::optional<lz::DType> dt;
+      if (!dtype.is_none()) dt = dtype_arg(dtype, lz::DType::Float32);
+      return f(x, int_arg(dim, "dim"), dt);
+    };
+    const char* name = product ? "cumprod" : "cumsum";
+    m.def(name, fn, py::arg("input"), py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+    cls.def(name, fn, py::arg("dim"), py::kw_only(), py::arg("dtype") = py::none());
+  }
   py::object namedtuple = py::module_::import("collections").attr("namedtuple");
   for (const char* name : {"max", "min"}) {  // kept alive by the module
     m.attr(("_" + std::string(name) + "_result").c_str()) =

@@ -8,7 +8,7 @@
 
 #include "aten/entries.h"
 #include "lazuli/nn.h"
-#include "ops/nn_norm.h"
+#include "ops/nn_normalization.h"
 
 namespace lz::aten {
 namespace {

@@ -84,6 +84,16 @@ void Backend::copy(const Storage& src, Storage& dst, size_t nbytes) {
   dst.contents_changed();
 }
 
+bool Backend::equal(const Storage& a, const Storage& b, size_t nbytes) {
+  check_device(a, "equal");
+  check_device(b, "equal");
+  if (nbytes > a.nbytes() || nbytes > b.nbytes()) {
+    throw ValueError("equal: " + std::to_string(nbytes) + " bytes of storages of " +
+                     std::to_string(a.nbytes()) + " and " + std::to_string(b.nbytes()));
+  }
+  return nbytes == 0 || std::memcmp(a.data(), b.data(), nbytes) == 0;
+}
+
 namespace {
 std::mutex g_backend_mu;  // guards g_backend creation and replacement
 std::unique_ptr<Backend> g_backend;
@@ -166,6 +176,11 @@ Backend& active_backend() {
 void set_active_backend(const std::string& name) {
   std::lock_guard<std::mutex> l(g_backend_mu);
   g_backend = make_backend(name);
+}
+
+const char* default_backend_name() {
+  static const std::string name = Config{}.backend;  // config.h holds every default
+  return name.c_str();
 }
 
 Backend& backend_named(const std::string& name) {

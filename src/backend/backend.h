@@ -74,6 +74,8 @@ class Backend {
   // Copies the first `nbytes` of `src` to `dst`, both on this device, and renews dst's content id
   // (core/buffer.h): an override must too.
   virtual void copy(const Storage& src, Storage& dst, size_t nbytes);
+  // Whether the first `nbytes` of `a` and `b` (both on this device) are equal byte for byte.
+  virtual bool equal(const Storage& a, const Storage& b, size_t nbytes);
   // Throws ValueError unless `s` lives on this backend's device; `what` names the operation.
   void check_device(const Storage& s, const char* what) const;
 
@@ -108,5 +110,8 @@ void set_active_backend(const std::string& name);
 // A backend by name ("cpu", "interp"), made on first use and kept, whichever is active: for
 // dumps that name the backend they describe. Raises ValueError for an unknown name.
 Backend& backend_named(const std::string& name);
+// The backend LAZULI_BACKEND selects when it is unset: the one whose plans dumps show
+// (debug::dump_kernels), whichever runs programs.
+const char* default_backend_name();
 
 }  // namespace lz

@@ -1,7 +1,6 @@
 #include "exec/capture.h"
 
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -66,9 +65,7 @@ bool same_tensor(const std::weak_ptr<TensorImpl>& a, const std::weak_ptr<TensorI
 bool same_bytes(const BufferPtr& a, const BufferPtr& b) {
   if (a == b) return true;
   if (a->dtype() != b->dtype() || a->shape() != b->shape()) return false;
-  const auto& sa = a->wait();
-  const auto& sb = b->wait();
-  return std::memcmp(sa->data(), sb->data(), a->nbytes()) == 0;
+  return active_backend().equal(*a->wait(), *b->wait(), a->nbytes());
 }
 
 // Leaves the capture region and the trace state however the trace ends.

@@ -78,8 +78,8 @@ std::string dump_graph(const std::vector<Tensor>& tensors, const std::string& fm
 std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir) {
   Roots roots = collect(impls(tensors, "dump_kernels"), /*include_views=*/false);
   PostOrder po = post_order(roots.values);
-  // The cpu backend's plan whichever backend runs programs (docs/debugging.md).
-  return backend_named("cpu").describe(lowering_graph(roots, po), llvm_ir);
+  // The default backend's plan whichever backend runs programs (docs/debugging.md).
+  return backend_named(default_backend_name()).describe(lowering_graph(roots, po), llvm_ir);
 }
 
 int64_t live_tensor_count() { return internal::default_device().registry.size(); }

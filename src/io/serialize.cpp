@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
 
 #include "backend/backend.h"
+#include "core/files.h"
 #include "exec/graph_executor.h"
 #include "io/safetensors_header.h"
 #include "ops/frontend.h"
@@ -33,52 +33,19 @@ std::string where(const char* fn, const std::string& path) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-// An open file descriptor, closed when it goes.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now, reporting the error close() may give for a file written through it.
-  bool close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd) == 0;
-  }
-
- private:
-  int fd_;
-};
-
 // Reads exactly n bytes at `offset`; throws naming the file when it ends early (it was truncated
 // while being read) or the read fails.
 void read_exact(int fd, uint64_t offset, void* dst, size_t n, const std::string& path) {
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    ssize_t got = ::pread(fd, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw Error(where("load", path) + "read failed: " + errno_text());
-    if (got == 0)
-      throw ValueError(where("load", path) + "the file ended early (changed while being read?)");
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
+  int64_t got = read_at(fd, dst, n, static_cast<int64_t>(offset));
+  if (got < 0) throw Error(where("load", path) + "read failed: " + errno_text());
+  if (static_cast<uint64_t>(got) < n)
+    throw ValueError(where("load", path) + "the file ended early (changed while being read?)");
 }
 
-void write_all(int fd, const void* src, size_t n, const std::string& path) {
-  const auto* p = static_cast<const char*>(src);
-  while (n > 0) {
-    ssize_t put = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
-    if (put < 0 && errno == EINTR) continue;
-    if (put < 0) throw Error(where("save", path) + "write failed: " + errno_text());
-    p += put;
-    n -= static_cast<size_t>(put);
-  }
+// Writes to the file being saved; throws naming the destination on a failure.
+void write_or_throw(AtomicFile& file, const void* src, size_t n, const std::string& path) {
+  if (int err = file.write(src, n))
+    throw Error(where("save", path) + "write failed: " + std::strerror(err));
 }
 
 // The values of `tensors`, read together: the pending ones are computed by one program (a value
@@ -109,15 +76,6 @@ std::vector<BufferPtr> read_values(const std::vector<Tensor>& tensors) {
   for (const BufferPtr& b : out) frontend::finish_read(b);
   return out;
 }
-
-// Removes the temporary file unless the save completed.
-struct TempFile {
-  std::string path;
-  bool keep = false;
-  ~TempFile() {
-    if (!keep && !path.empty()) ::unlink(path.c_str());
-  }
-};
 
 std::shared_ptr<Storage> read_tensor_bytes(int fd, uint64_t offset, const io::TensorEntry& e,
                                            const std::string& path) {
@@ -224,18 +182,15 @@ void save(const NamedTensors& tensors, const std::string& path,
   }
   std::vector<BufferPtr> buffers = read_values(values);
 
-  static std::atomic<uint64_t> counter{0};
-  TempFile tmp{path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)};
-  Fd fd(::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666));
-  if (fd.get() < 0) {
-    tmp.path.clear();  // nothing was created
+  AtomicFile file(path, path + ".tmp-", 0666);
+  if (file.error()) {
     throw Error(where("save", path) + "cannot create '" + path +
-                ".tmp-*' beside it: " + errno_text());
+                ".tmp-*' beside it: " + std::strerror(file.error()));
   }
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(header.size() >> (8 * i));
-  write_all(fd.get(), len_bytes, 8, path);
-  write_all(fd.get(), header.data(), header.size(), path);
+  write_or_throw(file, len_bytes, 8, path);
+  write_or_throw(file, header.data(), header.size(), path);
   // Data in layout order (build_header assigned the ranges).
   std::vector<size_t> order(entries.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -252,20 +207,18 @@ void save(const NamedTensors& tensors, const std::string& path,
                   " bytes, expected " + std::to_string(nbytes));
     }
     if (st->device() == DeviceId::host()) {
-      write_all(fd.get(), st->data(), nbytes, path);
+      write_or_throw(file, st->data(), nbytes, path);
     } else {
       staging.resize(nbytes);
       active_backend().download(*st, staging.data(), nbytes);
-      write_all(fd.get(), staging.data(), nbytes, path);
+      write_or_throw(file, staging.data(), nbytes, path);
     }
   }
   // Durable before it replaces the old file: a crash leaves the old file or the new one, whole.
-  if (::fsync(fd.get()) != 0) throw Error(where("save", path) + "fsync failed: " + errno_text());
-  if (!fd.close()) throw Error(where("save", path) + "close failed: " + errno_text());
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0) {
-    throw Error(where("save", path) + "cannot rename the written file into place: " + errno_text());
+  if (int err = file.commit(/*durable=*/true)) {
+    throw Error(where("save", path) +
+                "cannot put the written file in place: " + std::strerror(err));
   }
-  tmp.keep = true;
 }
 
 LoadedTensors load(const std::string& path) {

@@ -258,14 +258,10 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   int64_t total = 1, reduce_total = 1;
   for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
   step.range = total;
-  step.grain = std::max<int64_t>(1, target_.grain_elements / std::max<int64_t>(1, reduce_total));
-  // Segment boundaries at whole cache lines of the output (on the cpu target 16 elements of 4
-  // bytes, 32 of 2, 64 bools), so two threads never write one line.
-  step.align = scheme == Scheme::RowReduce || scheme == Scheme::RowFused
-                   ? 1
-                   : std::max<int64_t>(target_.min_align_elements,
-                                       target_.line_bytes /
-                                           static_cast<int64_t>(dtype_size(s.out_dtype)));
+  if (target_.launch) {
+    const bool whole_rows = scheme == Scheme::RowReduce || scheme == Scheme::RowFused;
+    step.launch = target_.launch({total, reduce_total, whole_rows, s.out_dtype});
+  }
   step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
   step.inputs = kb.input_value;
   step.output = out_value;

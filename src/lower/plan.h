@@ -48,7 +48,8 @@ struct PlanStep {
   int output = -1;                  // value written (output 0 of a multi-output op)
   std::vector<int> more_outputs;    // Fallback of a multi-output op: its outputs 1..
   std::vector<int64_t> args;        // the kernel's runtime arguments (kernel_spec.h)
-  int64_t range = 0, grain = 1, align = 1;
+  int64_t range = 0;                // Kernel: the output points it computes
+  Launch launch;                    // Kernel: as the target chose it (lower/target.h)
   std::vector<IndexCheck> checks;   // per KExpr Gather check of the kernel, in check order
   // MatMul / Fallback
   ir::OpKind op = ir::OpKind::DeviceData;

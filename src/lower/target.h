@@ -1,9 +1,10 @@
 // What a lowering target can do, as the planner (planner.h) needs to know it: which nodes its
-// code generator compiles, which library calls it has, and how its kernels are cut over threads.
+// code generator compiles, which library calls it has, and how it launches a kernel.
 // The planner knows no target itself; a backend describes its own once (the cpu backend:
 // backend/cpu/cpu_target.cpp) and passes it to build_plan. The description is fixed for a
 // backend build, so it needs no place in the compile environment (the build revision covers it).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -12,6 +13,22 @@
 #include "lazuli/dtype.h"
 
 namespace lz::lower {
+
+// What the planner knows of one kernel step, for its target to choose the launch (Target::launch).
+struct KernelExtent {
+  int64_t points = 0;       // the output points the kernel computes (PlanStep::range)
+  int64_t folded = 1;       // the points each output point folds (a reduction's extent; else 1)
+  bool whole_rows = false;  // each point computes a whole row (row reductions, fused rows)
+  DType out_dtype = DType::Float32;
+};
+
+// A kernel step's launch as its target chose it: kept in the plan step, never read by the
+// planner, read by the backend that made the target (the cpu backend: how the range is cut over
+// the pool's threads, backend/cpu/cpu_target.h). A GPU backend would keep its block and grid here.
+struct Launch {
+  std::array<int64_t, 4> v{};
+  bool operator==(const Launch&) const = default;
+};
 
 struct Target {
   std::string name;  // in errors: "<name> backend: ..."
@@ -39,13 +56,8 @@ struct Target {
   // fallback is refused when it is planned.
   bool host_fallbacks = true;
 
-  // How a kernel's range is cut over threads: pieces of about `grain_elements` points (divided by
-  // the points each output folds), and, except for row reductions, starting at whole
-  // `line_bytes` of the output (at least `min_align_elements` elements), so two threads never
-  // write one cache line.
-  int64_t grain_elements = 32768;
-  int64_t line_bytes = 64;
-  int64_t min_align_elements = 16;
+  // The launch of each kernel step. Null: an all-zero Launch.
+  Launch (*launch)(const KernelExtent& k) = nullptr;
 
   // Fusion rule 5b keeps a row in the core's cache between its passes: rows longer than this
   // are not fused (they would not stay in cache, and a kernel of few long rows runs its outputs

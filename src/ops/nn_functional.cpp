@@ -1,5 +1,5 @@
 // lz::nn (include/lazuli/nn.h): the functional ops (lz.nn.functional binds these) and a minimal
-// module type, in public ops. Losses: nn_loss.cpp; normalization: nn_norm.cpp.
+// module type, in public ops. Losses: nn_loss.cpp; normalization: nn_normalization.cpp.
 #include <cmath>
 #include <cstdio>
 

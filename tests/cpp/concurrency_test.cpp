@@ -76,7 +76,7 @@ class Concurrency : public testing::RuntimeTest, public ::testing::WithParamInte
   }
 };
 
-// Issue 14 item 2: each thread syncs every live tensor (other threads' too) and reads its own
+// Each thread syncs every live tensor (other threads' too) and reads its own
 // sum; every value must be its own, exactly.
 TEST_P(Concurrency, ThreadsSyncingEachOtherReadExactValues) {
   Failures failures;
@@ -96,7 +96,7 @@ TEST_P(Concurrency, ThreadsSyncingEachOtherReadExactValues) {
   EXPECT_EQ(failures.count(), 0) << failures.first();
 }
 
-// Issue 14 item 3: a barrier in another thread may donate `acc`'s old buffer to its new value
+// A barrier in another thread may donate `acc`'s old buffer to its new value
 // while this thread records a read of that value; neither program may lose an input, and `acc`
 // stays readable.
 TEST_P(Concurrency, DonationRacingABarrierKeepsEveryInput) {
@@ -205,7 +205,7 @@ TEST_P(Concurrency, TensorsCreatedAndDroppedWhileSyncing) {
 
 // Tensors that their creating thread never touches again (so no lock of theirs orders it after
 // the creation): a barrier in another thread must find each one complete, never half-built
-// (issue 14 item 2: the registry published a tensor before its state and IR were written).
+// (the registry once published a tensor before its state and IR were written).
 TEST_P(Concurrency, BarrierFindsEveryNewTensorComplete) {
   Failures failures;
   const int n = steps(300);

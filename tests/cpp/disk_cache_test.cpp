@@ -1,11 +1,13 @@
 // The persistent kernel cache level on its own: entry format checks, directory security, atomic
 // writes under failure and concurrency, and the LRU size bound. Each test owns a fresh mkdtemp
 // directory and starts with counters at zero.
-#include "backend/cpu/disk_cache.h"
+#include "backend/disk_cache.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,10 +24,8 @@
 #include <sstream>
 
 #include "core/metrics.h"
-#include <openssl/evp.h>
-#include <openssl/params.h>
 
-namespace lz::cpu {
+namespace lz {
 namespace {
 
 namespace fs = std::filesystem;
@@ -605,4 +605,4 @@ TEST_F(DiskCacheTest, StaleTempFileFromACrashedWriterIsCleanedUp) {
 }
 
 }  // namespace
-}  // namespace lz::cpu
+}  // namespace lz

@@ -19,10 +19,10 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/cpu/disk_cache.h"
-#include "backend/cpu/elf_loader.h"
 #include "backend/cpu/cpu_target.h"
+#include "backend/cpu/elf_loader.h"
 #include "backend/cpu/kernel_cache.h"
+#include "backend/disk_cache.h"
 #include "core/config.h"
 #include "exec/graph_executor.h"
 #include "lazuli/lazuli.h"
@@ -125,7 +125,7 @@ class ScopedCacheDir {
 
 // An entry whose payload is `object`, with its checksum recomputed.
 std::string entry_with_payload(const std::string& entry, const std::string& object) {
-  std::string out = entry.substr(0, lz::cpu::DiskCache::kHeaderSize) + object;
+  std::string out = entry.substr(0, lz::DiskCache::kHeaderSize) + object;
   const uint64_t sum = XXH3_64bits(object.data(), object.size());
   std::memcpy(out.data() + 40, &sum, sizeof(sum));
   return out;
@@ -298,7 +298,7 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
   std::vector<std::shared_ptr<lz::cpu::LoadedKernel>> k = lz::cpu::obtain_kernels({call.kernel});
   const std::vector<std::string> entries = dir.entries();
   ASSERT_EQ(entries.size(), 1u) << "the kernel was not compiled into the fresh cache";
-  const std::string obj = read_bytes(entries[0]).substr(lz::cpu::DiskCache::kHeaderSize);
+  const std::string obj = read_bytes(entries[0]).substr(lz::DiskCache::kHeaderSize);
   std::string why;
   auto good = lz::cpu::load_elf_object(obj, &why);  // also loads libmvec before the children fork
   ASSERT_NE(good, nullptr) << why;
@@ -356,7 +356,7 @@ TEST(ElfLoader, DiskEntryTheLoaderRefusesIsRecompiledAndReplacedNeverLinkedByLlv
   std::vector<std::string> good;
   for (const std::string& e : entries) {
     good.push_back(read_bytes(e));
-    std::string obj = good.back().substr(lz::cpu::DiskCache::kHeaderSize);
+    std::string obj = good.back().substr(lz::DiskCache::kHeaderSize);
     obj[18] ^= 0x01;  // e_machine: no longer x86-64, which LLVM's loader used to be handed
     write_bytes(e, entry_with_payload(good.back(), obj));
   }

@@ -88,20 +88,41 @@ TEST_F(LowerTarget, AGraphNeedingAFallbackIsRefusedWhereReferenceKernelsCannotRu
   }
 }
 
-TEST_F(LowerTarget, KernelsAreCutByTheTargetsGrainAndLine) {
+TEST_F(LowerTarget, EachKernelStepCarriesTheLaunchItsTargetChose) {
   Tensor x = tensor<float>(ramp(64 * 1000), {64, 1000});
-  std::vector<Tensor> ts{x * 2.0f};
+  std::vector<Tensor> ts{x * 2.0f, sum(x, {1})};
   lower::Target t = cpu::cpu_target();
-  t.grain_elements = 1000;
-  t.line_bytes = 256;
+  // A target that records what the planner told it, to see every fact arrive.
+  t.launch = [](const lower::KernelExtent& k) {
+    return lower::Launch{
+        {k.points, k.folded, k.whole_rows ? 1 : 0, static_cast<int64_t>(dtype_size(k.out_dtype))}};
+  };
   const lower::Plan cpu = plan_of(ts), p = plan_of(ts, t);
-  ASSERT_EQ(cpu.steps.size(), 1u);
-  ASSERT_EQ(p.steps.size(), 1u);
-  EXPECT_EQ(cpu.steps[0].grain, 32768);
-  EXPECT_EQ(cpu.steps[0].align, 16);  // 64-byte lines of float32
-  EXPECT_EQ(p.steps[0].grain, 1000);
-  EXPECT_EQ(p.steps[0].align, 64);
-  EXPECT_EQ(p.kernels[0].name, cpu.kernels[0].name) << "the cut is not the kernel's structure";
+  ASSERT_EQ(count_steps(p, lower::PlanStep::Kernel), 2) << lower::describe_plan(p);
+  ASSERT_EQ(p.steps.size(), cpu.steps.size());
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    const lower::PlanStep& s = p.steps[i];
+    const bool reduces = s.launch.v[1] != 1;
+    EXPECT_EQ(s.launch, (lower::Launch{{s.range, reduces ? 1000 : 1, reduces ? 1 : 0, 4}}))
+        << lower::describe_plan(p);
+    EXPECT_EQ(s.range, reduces ? 64 : 64000);
+    EXPECT_EQ(p.kernels[s.kernel].name, cpu.kernels[cpu.steps[i].kernel].name)
+        << "the launch is not the kernel's structure";
+  }
+}
+
+TEST_F(LowerTarget, TheCpuTargetCutsKernelsAtWholeCacheLinesAndRowsWhole) {
+  cpu::CpuLaunch elementwise =
+      cpu::cpu_launch_of(cpu::cpu_launch({64000, 1, false, DType::Float32}));
+  EXPECT_EQ(elementwise.grain, cpu::kGrainElements);
+  EXPECT_EQ(elementwise.align, 16);  // 64-byte lines of float32
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({64000, 1, false, DType::Bool})).align, 64);
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({64000, 1, false, DType::Float64})).align, 16)
+      << "at least 16 elements";
+  cpu::CpuLaunch rows = cpu::cpu_launch_of(cpu::cpu_launch({64, 1000, true, DType::Float32}));
+  EXPECT_EQ(rows.grain, cpu::kGrainElements / 1000) << "a piece folds as many points";
+  EXPECT_EQ(rows.align, 1);
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({1, 1 << 20, true, DType::Float32})).grain, 1);
 }
 
 }  // namespace

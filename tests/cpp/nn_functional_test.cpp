@@ -1,9 +1,9 @@
-// The lz::nn functional ops and losses (src/ops/nn_functional.cpp, nn_loss.cpp, nn_norm.cpp)
-// through the public C++ API: the features lz.nn.functional forwards to them (gelu's tanh form,
-// dropout, layer_norm, embedding, nll_loss and cross_entropy with weight, ignore_index,
-// reductions, label smoothing and probability targets, mse_loss's reductions) and their errors,
-// which name the op, the shapes and the dtypes. Expected values are computed here in double; the
-// Python suite compares the same ops against PyTorch over many more arguments.
+// The lz::nn functional ops and losses (src/ops/nn_functional.cpp, nn_loss.cpp,
+// nn_normalization.cpp) through the public C++ API: the features lz.nn.functional forwards to them
+// (gelu's tanh form, dropout, layer_norm, embedding, nll_loss and cross_entropy with weight,
+// ignore_index, reductions, label smoothing and probability targets, mse_loss's reductions) and
+// their errors, which name the op, the shapes and the dtypes. Expected values are computed here in
+// double; the Python suite compares the same ops against PyTorch over many more arguments.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-"""lz.nn's convolution, pooling and normalization modules against numpy (issue 12; the comparisons
+"""lz.nn's convolution, pooling and normalization modules against numpy (the comparisons
 with torch.nn are in torch_frontend/test_cnn_modules_vs_torch.py): padding modes, batch norm's
 running statistics (momentum=None included) and train/eval switching, state_dict round trips,
 initialization, a CNN training step compiled once, and bad input that names the module and the

@@ -1,4 +1,4 @@
-"""The composite tensor ops of issue 13 (src/ops/composite.cpp, composite_norm.cpp) against numpy:
+"""The composite tensor ops (src/ops/composite.cpp, linalg_norms.cpp) against numpy:
 tril/triu, masked_fill, flip, roll, repeat, clamp with tensor bounds, the norms, multinomial; their
 gradients against finite differences; and their bad input (raises naming the op, records
 nothing). PyTorch agreement: tests/python/torch_frontend/test_composites_vs_torch.py."""

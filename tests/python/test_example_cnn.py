@@ -1,4 +1,4 @@
-"""examples/train_digits_cnn.py keeps its promises (issue 12): in a few epochs the CNN reaches at
+"""examples/train_digits_cnn.py keeps its promises: in a few epochs the CNN reaches at
 least the MLP example's test accuracy on the same split, the steps after the first epoch compile
 nothing (programs or kernels, from a fresh kernel cache), and the captured step gives the same
 result as the traced one."""

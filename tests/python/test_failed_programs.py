@@ -1,4 +1,4 @@
-"""A program that fails at run time destroys nothing (issue 14, item 1; DESIGN.md section 7).
+"""A program that fails at run time destroys nothing (DESIGN.md section 7).
 
 Index values are data: a bad one is found when the program runs. Then every tensor the program
 would have updated keeps its value from before (donated buffers included), outputs the failure did

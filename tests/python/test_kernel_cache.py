@@ -438,7 +438,7 @@ def test_the_size_bound_keeps_the_cache_small(tmp_path):
 
 
 def test_boolean_settings_take_the_usual_spellings_and_cache_dir_expands_home(tmp_path):
-    # Issue 14 item 9: READ_ONLY=True raised at the first op, and "~" was a directory named "~".
+    # READ_ONLY=True raised at the first op, and "~" was a directory named "~".
     env = dict(os.environ, PYTHONPATH=PKG_DIR, HOME=str(tmp_path), LAZULI_CACHE_DIR="~/lzcache",
                LAZULI_PERSISTENT_CACHE_READ_ONLY="True", LAZULI_SYNC_WAIT="No", LAZULI_BACKEND="cpu")
     code = "import lazuli as lz; print((lz.ones(3) * 2).sum().item())"
@@ -456,7 +456,7 @@ def test_boolean_settings_take_the_usual_spellings_and_cache_dir_expands_home(tm
 
 def test_a_long_compile_reports_its_progress_once_then_its_total(tmp_path):
     # LAZULI_PROGRESS_AFTER_MS=0 makes every compile "long": outside a terminal, one line when
-    # the threshold passes (kernels done of total), one at the end (issue 31 item 5).
+    # the threshold passes (kernels done of total), one at the end.
     r = run_child(tmp_path, LAZULI_PROGRESS_AFTER_MS="0")
     lines = [ln for ln in r["stderr"].splitlines() if "[lazuli] compil" in ln]
     assert len(lines) == 2, r["stderr"]

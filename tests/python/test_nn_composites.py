@@ -1,4 +1,4 @@
-"""The nn.functional composites of issue 12 (src/ops/composite_nn.cpp): pad in each mode against
+"""The nn.functional composites (src/ops/composite_nn.cpp): pad in each mode against
 numpy's np.pad, interpolate against hand-checked PyTorch values, one_hot, hardswish /
 hardsigmoid / silu, dropout2d; gradients and bad input. PyTorch agreement over many more
 argument combinations: tests/python/torch_frontend/test_composites_vs_torch.py."""

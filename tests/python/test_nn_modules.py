@@ -1,4 +1,4 @@
-"""The module machinery a ported PyTorch model needs (issue 12): buffers in state_dict,
+"""The module machinery a ported PyTorch model needs: buffers in state_dict,
 ModuleList/ModuleDict, apply, named_modules, requires_grad_, recursive train/eval, nn.init, and
 the small layers (Flatten, Unflatten, Identity, Dropout2d, SiLU/Hardswish/Hardsigmoid)."""
 import collections

@@ -1,5 +1,5 @@
 """Every lazuli function that PyTorch also has as a Tensor method is a method here too, and the
-method computes what the function computes (issue 13: `t.softmax`, `t.masked_fill`, ...)."""
+method computes what the function computes (`t.softmax`, `t.masked_fill`, ...)."""
 import numpy as np
 import pytest
 

@@ -332,7 +332,7 @@ def test_indexing_errors():
     with pytest.raises(IndexError):
         t[0, 0, 0, 0]
     with pytest.raises(IndexError):
-        t[..., ..., 0]  # PyTorch takes t[..., ...] (issue 15) but not an index after a second ...
+        t[..., ..., 0]  # PyTorch takes t[..., ...] but not an index after a second ...
     with pytest.raises(IndexError):
         t["a"]
     with pytest.raises(IndexError):

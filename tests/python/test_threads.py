@@ -1,4 +1,4 @@
-"""Concurrent use from Python threads (DESIGN.md section 8; issue 14 items 2 and 3).
+"""Concurrent use from Python threads (DESIGN.md section 8).
 
 Value reads and syncs release the GIL, so these threads really interleave inside the runtime.
 Each test loops many steps and checks exact values; none relies on a sleep.

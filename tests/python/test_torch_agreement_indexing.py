@@ -1,4 +1,4 @@
-"""Indexing, index assignment and aliasing agree with PyTorch (issue 15, items 1, 4 and 5).
+"""Indexing, index assignment and aliasing agree with PyTorch.
 
 Every expected value here is what PyTorch 2 gives for the same expression (written out, so the
 tests do not need torch). Where Lazuli deliberately differs (ValueError for shape mismatches,

@@ -134,7 +134,7 @@ def test_integer_tensor_to_negative_tensor_powers_is_pytorchs():
     assert (a.int() ** lz.tensor([-1] * 6, dtype=lz.int32)).tolist() == [0, 1, -1, 0, 0, 0]
 
 
-# ---- edge cases two outside differential suites found (issue 34 item 3) -------------------------
+# ---- edge cases two outside differential suites found -----------------------------------------
 
 def test_relu_and_square_root_keep_negative_zero():
     z = lz.tensor(np.array([-0.0, 0.0, -1.0, np.nan], np.float32))

@@ -11,6 +11,6 @@ from .pooling import (  # noqa: F401
     MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
 )
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, RMSNorm  # noqa: F401
-from .modules import MultiheadAttention, TransformerEncoderLayer  # noqa: F401,E402  (issue 13)
+from .transformer import MultiheadAttention, TransformerEncoderLayer  # noqa: F401,E402
 from . import utils  # noqa: F401,E402
 from . import parallel  # noqa: F401,E402  (DistributedDataParallel)

@@ -201,5 +201,5 @@ from .._C._nn import (  # noqa: E402,F401
     avg_pool2d, adaptive_avg_pool1d, adaptive_avg_pool2d, batch_norm, group_norm, rms_norm,
 )
 
-# Attention (issue 13): one implementation, in C++ (lz::nn::scaled_dot_product_attention).
+# Attention: one implementation, in C++ (lz::nn::scaled_dot_product_attention).
 from .._C._nn import scaled_dot_product_attention  # noqa: E402,F401

@@ -8,8 +8,8 @@
 // output out, per call, into per-thread scratch; the weights' blocked copy is made once per call
 // for all its parts, and kept across calls while the weights' storage is unchanged
 // (conv_weights.h); below that it runs on the plain layouts directly.
-// Threads: as blas.cpp, oneDNN never runs its own OpenMP team here. The batch is cut into one
-// part per pool thread, each part runs the primitive single-threaded (the weight gradient sums
+// Threads: as library_calls.cpp, oneDNN never runs its own OpenMP team here. The batch is cut into
+// one part per pool thread, each part runs the primitive single-threaded (the weight gradient sums
 // its parts' partial gradients at the end). With fewer batch entries than threads (batch-1
 // inference), the channels are cut instead (output channels, or the input channels of the input
 // gradient), each part a strided slice of the operands. Primitives are cached per thread, keyed
@@ -25,8 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu/blas.h"
 #include "backend/cpu/conv_weights.h"
+#include "backend/cpu/library_calls.h"
 #include "backend/interp/kernels.h"
 #include "core/thread_pool.h"
 #include "ir/node.h"

@@ -14,9 +14,9 @@
 
 #include "backend/backend.h"
 #include "backend/collective.h"
-#include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_target.h"
 #include "backend/cpu/kernel_cache.h"
+#include "backend/cpu/library_calls.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
 #include "core/debug_write.h"
@@ -327,8 +327,10 @@ class CpuProgram final : public Executable {
       KernelTrial* trial = kernels_[s.kernel]->trial.get();
       if (trial && !trial->pending()) trial = nullptr;
       if (trial) trial->begin();
-      runtime_pool().parallel_for(s.range, s.grain, s.align,
-                                  [&launch](int64_t b, int64_t e) { launch.fn(b, e, launch.pp, launch.args); });
+      const CpuLaunch cut = cpu_launch_of(s.launch);
+      runtime_pool().parallel_for(s.range, cut.grain, cut.align, [&launch](int64_t b, int64_t e) {
+        launch.fn(b, e, launch.pp, launch.args);
+      });
       if (trial) trial->end();
       if (failure.hit) {
         // The reference kernel's message (interp/kernels_movement.cpp check_indices).

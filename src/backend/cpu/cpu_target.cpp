@@ -1,6 +1,8 @@
 // The cpu target's description (lower/target.h).
 #include "backend/cpu/cpu_target.h"
 
+#include <algorithm>
+
 namespace lz::cpu {
 namespace {
 
@@ -38,18 +40,25 @@ lower::Target make_cpu_target() {
   lower::Target t;
   t.name = "cpu";
   t.compiles_elementwise = &compiles_elementwise;
-  t.matmul_transpose_dtype = DType::Float32;  // sgemm's 'T' (blas.cpp)
+  t.matmul_transpose_dtype = DType::Float32;   // sgemm's 'T' (library_calls.cpp)
   t.convolution_library = "oneDNN (float32)";  // conv_dnnl.cpp
   t.pooling_library = "planes split across the pool";  // pool_planes.cpp
   t.host_fallbacks = true;
-  t.grain_elements = 32768;
-  t.line_bytes = 64;
-  t.min_align_elements = 16;
+  t.launch = &cpu_launch;
   t.row_fusion_max_elements = 65536;  // 256 KiB of float32: a quarter of the 1 MiB L2 per core
   return t;
 }
 
 }  // namespace
+
+lower::Launch cpu_launch(const lower::KernelExtent& k) {
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, k.folded));
+  const int64_t align =
+      k.whole_rows ? 1
+                   : std::max<int64_t>(kMinAlignElements,
+                                       kLineBytes / static_cast<int64_t>(dtype_size(k.out_dtype)));
+  return lower::Launch{{grain, align, 0, 0}};
+}
 
 const lower::Target& cpu_target() {
   static const lower::Target target = make_cpu_target();

@@ -1,5 +1,6 @@
 #include "backend/cpu/kernel_cache.h"
 
+#include <cpuid.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -15,16 +16,14 @@
 #include <sstream>
 #include <thread>
 
-#include <cpuid.h>
-
 #include "backend/backend.h"
-#include "backend/cpu/compile_interrupt.h"
-#include "backend/cpu/disk_cache.h"
+#include "backend/compile_interrupt.h"
 #include "backend/cpu/elf_loader.h"
 #include "backend/cpu/jit_api.h"
+#include "backend/disk_cache.h"
 #include "core/config.h"
-#include "core/library_path.h"
 #include "core/debug_write.h"
+#include "core/library_path.h"
 #include "core/lru_cache.h"
 #include "core/metrics.h"
 #include "core/progress.h"

@@ -1,27 +1,27 @@
 // Matrix products as oneDNN matmul primitives, for the cpu backend: every bfloat16 product, and
-// float32 products with a batch (2-D float32 products go to sgemm, blas.cpp, which also takes
-// transposed operands).
+// float32 products with a batch (2-D float32 products go to sgemm, library_calls.cpp, which also
+// takes transposed operands).
 //
 // bfloat16: oneDNN multiplies with the CPU's bf16 dot-product instructions (AVX512_BF16 here) or
 // emulates them, sums in float32 and rounds each result to bf16 once: PyTorch's own CPU path.
 // The operands are dense row-major [..., m, k] and [..., k, n] with broadcast batch dims (the
 // plan materializes them so); the output is dense [..., m, n].
 //
-// Threads: as blas.cpp, oneDNN never runs its own OpenMP team. When each operand has the whole
-// batch or a single matrix, the batch is cut into one contiguous range per thread, each range one
-// primitive over its stack (attention's per-head products: one call per thread instead of one per
-// head). Otherwise tasks of one batch entry and a block of rows run on the runtime pool. Either
+// Threads: as library_calls.cpp, oneDNN never runs its own OpenMP team. When each operand has the
+// whole batch or a single matrix, the batch is cut into one contiguous range per thread, each range
+// one primitive over its stack (attention's per-head products: one call per thread instead of one
+// per head). Otherwise tasks of one batch entry and a block of rows run on the runtime pool. Either
 // way a product needs at most two primitive shapes, cached per thread.
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 
-#include "backend/cpu/blas.h"
+#include "backend/cpu/library_calls.h"
 #include "core/thread_pool.h"
 
 namespace lz::cpu {

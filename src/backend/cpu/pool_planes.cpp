@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cpu/blas.h"
+#include "backend/cpu/library_calls.h"
 #include "core/thread_pool.h"
 
 namespace lz::cpu {

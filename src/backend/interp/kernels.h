@@ -48,19 +48,8 @@ int64_t pool_planes(const ir::PoolAttrs& a, const std::vector<MutArray>& outputs
 void run_pool_planes(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
                      const std::vector<MutArray>& outputs, int64_t p0, int64_t p1);
 
-// The counter-based generator shared by every backend: the i-th value of a random op with key k.
-// Deterministic and platform independent so every backend draws the same numbers.
-//   mix(z)         = splitmix64 finalizer: z ^= z >> 30; z *= 0xBF58476D1CE4E5B9;
-//                    z ^= z >> 27; z *= 0x94D049BB133111EB; z ^= z >> 31   (all mod 2^64)
-//   splitmix64(x)  = mix(x + G), G = 0x9E3779B97F4A7C15
-//   rng_bits(k, i) = mix(mix(splitmix64(uint64(k)) ^ (i * G)))
-//   rng_advance(k) = int64(splitmix64(uint64(k) ^ 0x5851F42D4C957F2D))
-// Value i of an op with key k:
-//   rng_uniform float32: (rng_bits(k, i) >> 40) * 2^-24;  float64: (rng_bits(k, i) >> 11) * 2^-53
-//   rng_normal: u1 = 1 - (rng_bits(k, 2i) >> 11) * 2^-53 (in (0, 1]),
-//               u2 = (rng_bits(k, 2i+1) >> 11) * 2^-53,
-//               z = sqrt(-2 ln u1) * cos(2 pi u2) in double, then cast to the dtype.
-//   rng_advance: the op's [] int64 output is rng_advance(k).
+// The counter-based generator every backend shares (ir/rng.h states it): rng_bits(k, i) and
+// rng_advance(k).
 uint64_t rng_bits(int64_t key, uint64_t i);
 int64_t rng_advance(int64_t key);
 

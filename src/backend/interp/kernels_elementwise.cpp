@@ -10,6 +10,7 @@
 #include "backend/interp/kernels_impl.h"
 #include "core/reduced_float.h"
 #include "ir/libm.h"
+#include "ir/rng.h"
 
 namespace lz::interp {
 namespace {
@@ -17,18 +18,6 @@ namespace {
 using ir::OpKind;
 
 // ---- random ----
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-constexpr uint64_t kAdvanceSalt = 0x5851F42D4C957F2Dull;
-
-// The splitmix64 output finalizer (Steele, Lea, Flood 2014): a bijection with full avalanche.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-uint64_t splitmix64(uint64_t x) { return mix64(x + kGolden); }
 
 // 53 random bits in [0, 1); every double in the grid k * 2^-53 is equally likely.
 double uniform_double(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1p-53; }
@@ -381,16 +370,11 @@ void compare_typed(OpKind op, const ConstArray& a, const ConstArray& b, MutArray
 
 }  // namespace
 
-// ---- the generator (formulas documented in kernels.h) ----
+// ---- the generator (ir/rng.h) ----
 
-uint64_t rng_bits(int64_t key, uint64_t i) {
-  uint64_t key_mix = splitmix64(static_cast<uint64_t>(key));
-  return mix64(mix64(key_mix ^ (i * kGolden)));
-}
+uint64_t rng_bits(int64_t key, uint64_t i) { return ir::rng::bits(key, i); }
 
-int64_t rng_advance(int64_t key) {
-  return static_cast<int64_t>(splitmix64(static_cast<uint64_t>(key) ^ kAdvanceSalt));
-}
+int64_t rng_advance(int64_t key) { return ir::rng::advance(key); }
 
 // ---- entry points ----
 

@@ -1,4 +1,4 @@
-"""What every real-model test checks (issue 11 item 9), in one place: a model compiled with
+"""What every real-model test checks in one place: a model compiled with
 `backend=lazuli.torch.backend` gives eager's outputs, or eager's losses, gradients and AdamW
 updates, call after call; from the second call on nothing is traced or compiled (counters, never
 timing); and the ATen ops it leaves to PyTorch eager are the ones docs/torch.md lists for it."""

@@ -1,4 +1,4 @@
-"""lz.nn's convolution, pooling and normalization modules against torch.nn's (issue 12): the same
+"""lz.nn's convolution, pooling and normalization modules against torch.nn's: the same
 constructor gives the same repr, parameter and buffer names, shapes and dtypes; with torch's
 weights loaded through numpy, the same outputs and gradients (input and parameters), the same
 running statistics step after step, the same eval-mode outputs; state_dicts load both ways."""

@@ -1,4 +1,4 @@
-"""Dropout through torch.compile(backend=lazuli) (issue 13): aten.native_dropout and bernoulli are
+"""Dropout through torch.compile(backend=lazuli): aten.native_dropout and bernoulli are
 lowered to Lazuli's counter-based RNG, with a fresh key per call from torch's generator
 (lowering_random.py). Lazuli cannot reproduce torch's random stream, so these tests check what
 can be compared: the mask's statistics, that kept elements are scaled by 1/(1-p), that the

@@ -1,4 +1,4 @@
-"""torch.compile(..., dynamic=True) (issue 11 item 4): dynamo hands over one FX graph for every size
+"""torch.compile(..., dynamic=True): dynamo hands over one FX graph for every size
 of a dynamic dimension, with the sizes as SymInt inputs; the bridge keys each partition's calls by
 its inputs' shapes and the SymInts' values (as PyTorch/XLA's bridge keys its graphs by the SymInt
 arguments), so a new size is one trace and one plan, and its kernels are the ones compiled for the

@@ -1,4 +1,4 @@
-"""Run-time errors through torch.compile(backend=lazuli) (issue 11, "Bad input"): an error Lazuli
+"""Run-time errors through torch.compile(backend=lazuli): an error Lazuli
 finds when a program runs (an index out of range, known only from the data) reaches the user as
 the exception type eager PyTorch raises for that input, naming the ATen op and the user's line,
 with Lazuli's error as its cause; nothing is left behind, and the compiled function keeps working.

@@ -1,6 +1,6 @@
 """What torch.compile(backend="lazuli") says, and how: torch.compile's standard `mode` argument,
 debug output through Python's logging with one prefix, the user's frames, a backward reported as
-its forward's backward, and lines that fit a terminal (issue 31 items 4 and 6)."""
+its forward's backward, and lines that fit a terminal."""
 import logging
 import re
 

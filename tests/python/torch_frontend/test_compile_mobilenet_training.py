@@ -1,5 +1,5 @@
-"""mobilenet_v3_small's training step through torch.compile(backend="lazuli") equals eager's
-(issue 12): the loss, every parameter's gradient and batch norm's running statistics, with every
+"""mobilenet_v3_small's training step through torch.compile(backend="lazuli") equals eager's:
+the loss, every parameter's gradient and batch norm's running statistics, with every
 ATen op lowered (no fallback::aten.* counter moves) and nothing traced or compiled after the first
 step. Since convolution lowers, the step is 2 ATen graphs in 2 partitions (it was 105 partitions
 around eager convolutions), and its first call costs about 9 s of CPU here, most of it dynamo's

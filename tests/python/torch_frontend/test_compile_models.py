@@ -1,4 +1,4 @@
-"""torchvision models, randomly initialised, at small sizes (issue 11 item 9): outputs, and a
+"""torchvision models, randomly initialised, at small sizes: outputs, and a
 training step's loss and gradients, equal to eager; steady state compiles nothing (the checks are
 in model_checks.py). Convolutions and pooling still run in PyTorch eager between Lazuli
 partitions; the ops each model leaves to eager are pinned here and listed in docs/torch.md."""
@@ -32,7 +32,7 @@ def test_resnet18_inference_matches_eager_and_second_call_traces_nothing():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     assert traces > 0 and counter("TorchTrace") == traces
     assert counter("UncachedCompile") == compiles
-    assert fallback_ops() == set()  # convolution and max pooling run in Lazuli (issue 12)
+    assert fallback_ops() == set()  # convolution and max pooling run in Lazuli
 
 
 def _loss_step(m, x, y):

@@ -1,4 +1,4 @@
-"""GPT-2 and BERT from small `transformers` configs, randomly initialised (issue 11 item 9): logits,
+"""GPT-2 and BERT from small `transformers` configs, randomly initialised: logits,
 and an AdamW training step's loss, gradients and updates, equal to eager; steady state compiles
 nothing (model_checks.py). Both lower completely: no ATen op is left to PyTorch eager, attention's
 forward and backward included (the ATen table's attention entries, src/aten/entries_nn.cpp)."""

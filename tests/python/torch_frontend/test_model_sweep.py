@@ -1,4 +1,4 @@
-"""The CI subset of bench/model_sweep.py (issue 33 item 1): its smallest models of three kinds (a
+"""The CI subset of bench/model_sweep.py: its smallest models of three kinds (a
 timm convolutional net, a timm vision transformer, a transformers encoder; model_sweep.CI_SUBSET)
 through the sweep's own checks: compiled with `backend=lazuli.torch.backend`, inference and a
 training step's loss and every gradient equal eager's, a second call traces and compiles nothing,

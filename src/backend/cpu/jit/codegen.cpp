@@ -2,7 +2,7 @@
 // this CPU at O2 and emitted as a relocatable object, which ORC's LLJIT links into the process.
 // This file: the kernel function and its arguments, the pass pipeline, the object, the JIT.
 //
-// Lessons that shaped the code generator (issue 3, measured on this machine):
+// Lessons that shaped the code generator (measured on this machine):
 // - The pass pipeline is given the TargetMachine; without it nothing vectorizes.
 // - Reductions fold with `reassoc` fast-math flags on the combining op only, so the vectorizer
 //   may split the accumulator across lanes; every other float op keeps IEEE semantics.

@@ -195,7 +195,8 @@ llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
       return convert(d, DType::Int32, e.dtype);
     }
     case OpKind::BitwiseNot: return b_.CreateNot(x);
-    case OpKind::RngAdvance: return splitmix64(b_.CreateXor(x, b_.getInt64(kAdvanceSalt)));
+    case OpKind::RngAdvance:
+      return splitmix64(b_.CreateXor(x, b_.getInt64(ir::rng::kAdvanceSalt)));
     default: break;
   }
   throw std::runtime_error("codegen: unsupported unary op " + std::to_string(static_cast<int>(e.op)));
@@ -231,13 +232,15 @@ llvm::Value* Emitter::binary(const KExpr& e, llvm::Value* x, llvm::Value* y, DTy
 }
 
 llvm::Value* Emitter::mix64(llvm::Value* z) {
-  z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 30)), b_.getInt64(0xBF58476D1CE4E5B9ull));
-  z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, 27)), b_.getInt64(0x94D049BB133111EBull));
-  return b_.CreateXor(z, b_.CreateLShr(z, 31));
+  using namespace ir::rng;  // NOLINT(build/namespaces): the generator's constants
+  z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, kShift1)), b_.getInt64(kMix1));
+  z = b_.CreateMul(b_.CreateXor(z, b_.CreateLShr(z, kShift2)), b_.getInt64(kMix2));
+  return b_.CreateXor(z, b_.CreateLShr(z, kShift3));
 }
 
 llvm::Value* Emitter::rng_bits(llvm::Value* key, llvm::Value* i) {
-  return mix64(mix64(b_.CreateXor(splitmix64(key), b_.CreateMul(i, b_.getInt64(kGolden)))));
+  return mix64(
+      mix64(b_.CreateXor(splitmix64(key), b_.CreateMul(i, b_.getInt64(ir::rng::kGolden)))));
 }
 
 llvm::Value* Emitter::uniform_double(llvm::Value* bits) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/libm.h"
+#include "ir/rng.h"
 #include "lower/kernel_spec.h"
 
 namespace lz::cpu::jit {
@@ -88,11 +89,11 @@ class Emitter {
 
   llvm::Value* binary(const KExpr& e, llvm::Value* x, llvm::Value* y, DType in);
 
-  // ---- the counter-based generator (interp/kernels.h states it; these are its exact steps) ----
-  static constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-  static constexpr uint64_t kAdvanceSalt = 0x5851F42D4C957F2Dull;
+  // ---- the counter-based generator (ir/rng.h states it; these are its exact steps) ----
   llvm::Value* mix64(llvm::Value* z);
-  llvm::Value* splitmix64(llvm::Value* x) { return mix64(b_.CreateAdd(x, b_.getInt64(kGolden))); }
+  llvm::Value* splitmix64(llvm::Value* x) {
+    return mix64(b_.CreateAdd(x, b_.getInt64(ir::rng::kGolden)));
+  }
   // rng_bits(k, i) = mix(mix(splitmix64(k) ^ (i * G))); splitmix64(k) is loop invariant (hoisted).
   llvm::Value* rng_bits(llvm::Value* key, llvm::Value* i);
   // 53 random bits in [0, 1): (bits >> 11) * 2^-53, exact in double.

@@ -1,4 +1,4 @@
-// The language-model ops of issue 13 through the public C++ API: the scan primitives (cumsum,
+// Scans and attention through the public C++ API: the scan primitives (cumsum,
 // cumprod) on both backends' reference kernels, and scaled dot-product attention written out by
 // hand. Gradients are checked against finite differences in autograd_test.cpp's table; the Python
 // suite compares the same ops with numpy and PyTorch over many more arguments.

@@ -12,7 +12,7 @@
 
 #include "lazuli/error.h"
 
-namespace lz::cpu {
+namespace lz {
 
 class CompileInterrupted : public Error {
  public:
@@ -43,4 +43,4 @@ class CompileInterruptScope {
   uint64_t token_ = 0;
 };
 
-}  // namespace lz::cpu
+}  // namespace lz

@@ -32,7 +32,7 @@ std::vector<double> iota(int n) {
   for (int i = 0; i < n; ++i) v.push_back(i);
   return v;
 }
-Tensor x34() { return make(iota(12), {3, 4}); }    // [[0..3], [4..7], [8..11]]
+Tensor x34() { return make(iota(12), {3, 4}); }  // [[0..3], [4..7], [8..11]]
 Tensor y234() { return make(iota(24), {2, 3, 4}); }
 Tensor ints(const std::vector<double>& v, const std::vector<int64_t>& shape) {
   return make(v, shape, kInt64);
@@ -81,7 +81,8 @@ TEST(TensorIndexing, IntegerTensorsSelectCopies) {
   Tensor rows = x.index({ints({2, 0}, {2})});
   expect_values(rows, kFloat32, {2, 4}, {8, 9, 10, 11, 0, 1, 2, 3});
   expect_values(x.index({ints({-1}, {1})}), kFloat32, {1, 4}, {8, 9, 10, 11});
-  expect_values(x.index({Slice(), make({3, 0}, {2}, kInt32)}), kFloat32, {3, 2}, {3, 0, 7, 4, 11, 8});
+  expect_values(x.index({Slice(), make({3, 0}, {2}, kInt32)}), kFloat32, {3, 2},
+                {3, 0, 7, 4, 11, 8});
   expect_values(x.index({ints({0, 1, 1, 2}, {2, 2}), 0}), kFloat32, {2, 2}, {0, 4, 4, 8});
   expect_values(x.index({ints({1}, {})}), kFloat32, {4}, {4, 5, 6, 7});  // 0-d: as a select
   rows.fill_(0);  // a copy: x keeps its values
@@ -90,8 +91,10 @@ TEST(TensorIndexing, IntegerTensorsSelectCopies) {
 
 TEST(TensorIndexing, ListsAreIndices) {
   Tensor x = x34();
-  expect_values(x.index({std::vector<int64_t>{0, 2}}), kFloat32, {2, 4}, {0, 1, 2, 3, 8, 9, 10, 11});
-  expect_values(x.index({std::vector<int64_t>{0, 2}, std::vector<int64_t>{1, -1}}), kFloat32, {2}, {1, 11});
+  expect_values(x.index({std::vector<int64_t>{0, 2}}), kFloat32, {2, 4},
+                {0, 1, 2, 3, 8, 9, 10, 11});
+  expect_values(x.index({std::vector<int64_t>{0, 2}, std::vector<int64_t>{1, -1}}), kFloat32, {2},
+                {1, 11});
   EXPECT_EQ(x.index({std::vector<int64_t>{}}).shape(), (std::vector<int64_t>{0, 4}));
 }
 
@@ -99,7 +102,8 @@ TEST(TensorIndexing, ListsAreIndices) {
 
 TEST(TensorIndexing, AdvancedIndicesBroadcastTogether) {
   Tensor x = x34();
-  expect_values(x.index({ints({0, 2}, {2}), ints({1, 3}, {2, 1})}), kFloat32, {2, 2}, {1, 9, 3, 11});
+  expect_values(x.index({ints({0, 2}, {2}), ints({1, 3}, {2, 1})}), kFloat32, {2, 2},
+                {1, 9, 3, 11});
   expect_values(x.index({ints({0, 2}, {2}), None, ints({1, 3}, {2})}), kFloat32, {2, 1}, {1, 11});
 }
 
@@ -129,7 +133,8 @@ TEST(TensorIndexing, MasksSelectTheirTrueElements) {
   Tensor rows = make({1, 0, 1}, {3}, kBool);
   expect_values(x.index({rows}), kFloat32, {2, 4}, {0, 1, 2, 3, 8, 9, 10, 11});
   expect_values(x.index({rows, std::vector<int64_t>{0, 1}}), kFloat32, {2}, {0, 9});
-  expect_values(x.index({Slice(), make({0, 1, 1, 0}, {4}, kBool)}), kFloat32, {3, 2}, {1, 2, 5, 6, 9, 10});
+  expect_values(x.index({Slice(), make({0, 1, 1, 0}, {4}, kBool)}), kFloat32, {3, 2},
+                {1, 2, 5, 6, 9, 10});
   EXPECT_EQ(x.index({make({1}, {}, kBool)}).shape(), (std::vector<int64_t>{1, 3, 4}));
   EXPECT_EQ(x.index({make({0}, {}, kBool)}).shape(), (std::vector<int64_t>{0, 3, 4}));
 }
@@ -193,7 +198,8 @@ TEST(TensorIndexing, IndexPutThroughAViewWritesTheBase) {
 
 // The failing call throws E mentioning `parts`, and x keeps its device data and values.
 template <class E>
-void expect_rejected(Tensor& x, const std::function<void()>& bad, const std::vector<std::string>& parts) {
+void expect_rejected(Tensor& x, const std::function<void()>& bad,
+                     const std::vector<std::string>& parts) {
   lz::sync(true);
   std::vector<float> before = x.to_vector<float>();
   expect_mentions(expect_throw_and_recover<E>(bad), parts);
@@ -209,44 +215,78 @@ TEST(TensorIndexing, OutOfRangeIntIsIndexError) {
 
 TEST(TensorIndexing, TooManyIndicesIsIndexError) {
   Tensor x = x34();
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({0, 0, 0}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({0, 0, 0});
+                                  },
                                   {"index(float32[3, 4])", "too many indices", "dimension 2"});
-  expect_rejected<lz::IndexError>(x, [&] { x.index_put_({0, Slice(), None, 1}, 2.0); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    x.index_put_({0, Slice(), None, 1}, 2.0);
+                                  },
                                   {"index_put_(float32[3, 4])", "too many indices"});
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({make({1, 0, 1}, {3}, kBool), 0, 0}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({make({1, 0, 1}, {3}, kBool), 0, 0});
+                                  },
                                   {"index(float32[3, 4])", "too many indices"});
 }
 
 TEST(TensorIndexing, WrongIndexDtypeIsIndexError) {
   Tensor x = x34();
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({make({0, 1}, {2})}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({make({0, 1}, {2})});
+                                  },
                                   {"index(float32[3, 4])", "long, int or bool", "got float32"});
-  expect_rejected<lz::IndexError>(x, [&] { x.index_put_({Slice(), make({1}, {1}, lz::kFloat64)}, 0.0); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    x.index_put_({Slice(), make({1}, {1}, lz::kFloat64)}, 0.0);
+                                  },
                                   {"index_put_(float32[3, 4])", "got float64"});
 }
 
 TEST(TensorIndexing, IndexValuesKnownAtTheCallAreChecked) {
   Tensor x = x34();
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({Slice(), std::vector<int64_t>{0, 4}}); },
-                                  {"index(float32[3, 4])", "index 4 is out of bounds for dimension 1 with size 4"});
+  expect_rejected<lz::IndexError>(
+      x,
+      [&] {
+        (void)x.index({Slice(), std::vector<int64_t>{0, 4}});
+      },
+      {"index(float32[3, 4])", "index 4 is out of bounds for dimension 1 with size 4"});
   expect_rejected<lz::IndexError>(x, [&] { x.index_put_({ints({-4}, {1})}, 1.0); },
                                   {"index_put_", "index -4 is out of range for size 3"});
 }
 
 TEST(TensorIndexing, KeysThatDoNotFitAreRejected) {
   Tensor x = x34();
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({make({1, 0}, {2}, kBool)}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({make({1, 0}, {2}, kBool)});
+                                  },
                                   {"index(float32[3, 4])", "mask [2]", "indexed tensor [3, 4]"});
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({ints({0, 1}, {2}), ints({0, 1, 2}, {3})}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({ints({0, 1}, {2}), ints({0, 1, 2}, {3})});
+                                  },
                                   {"index(float32[3, 4])", "could not be broadcast", "[2], [3]"});
-  expect_rejected<lz::IndexError>(x, [&] { (void)x.index({Ellipsis, Ellipsis, 0}); },
+  expect_rejected<lz::IndexError>(x,
+                                  [&] {
+                                    (void)x.index({Ellipsis, Ellipsis, 0});
+                                  },
                                   {"index(float32[3, 4])", "single ellipsis"});
   expect_rejected<lz::ValueError>(x, [&] { (void)x.index({Slice(0, 2, 0)}); },
                                   {"index(float32[3, 4])", "step must be greater than zero"});
-  expect_rejected<lz::ValueError>(x, [&] { x.index_put_({ints({0, 2}, {2})}, lz::ones({3})); },
+  expect_rejected<lz::ValueError>(x,
+                                  [&] {
+                                    x.index_put_({ints({0, 2}, {2})}, lz::ones({3}));
+                                  },
                                   {"index_put_(float32[3, 4])", "value tensor of shape [3]",
                                    "indexing result of shape [2, 4]"});
-  expect_rejected<lz::ValueError>(x, [&] { x.index_put_({make({1, 1, 0}, {3}, kBool)}, lz::ones({3, 4})); },
+  expect_rejected<lz::ValueError>(x,
+                                  [&] {
+                                    x.index_put_({make({1, 1, 0}, {3}, kBool)}, lz::ones({3, 4}));
+                                  },
                                   {"index_put_(float32[3, 4])", "value tensor of shape [3, 4]"});
   expect_rejected<lz::ValueError>(x, [&] { (void)x.index({Tensor()}); }, {"index", "undefined"});
   EXPECT_THROW(TensorIndex("..x"), lz::ValueError);

@@ -1,8 +1,8 @@
-"""The language-model ops of issue 13 in Lazuli's own API, against numpy and finite differences:
+"""Scans, attention and multi-index writes in Lazuli's own API, against numpy and finite differences:
 cumsum/cumprod (new primitives), scaled_dot_product_attention (a C++ composite), index_put with
 several index tensors and accumulate, cross_entropy over (N, C, d...) inputs; values, dtypes,
 gradients and bad input. PyTorch agreement (and MultiheadAttention / TransformerEncoderLayer with
-PyTorch's state_dicts): tests/python/torch_frontend/test_lm_ops_vs_torch.py."""
+PyTorch's state_dicts): tests/python/torch_frontend/test_scans_attention_vs_torch.py."""
 import math
 
 import numpy as np

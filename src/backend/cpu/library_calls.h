@@ -1,4 +1,4 @@
-// The cpu backend's library calls: matrix products (blas.cpp: oneDNN sgemm for float32,
+// The cpu backend's library calls: matrix products (library_calls.cpp: oneDNN sgemm for float32,
 // matmul_dnnl.cpp: oneDNN's matmul for bf16 and batches), convolutions (conv_dnnl.cpp) and
 // pooling (pool_planes.cpp). Each returns false
 // where the library has no implementation, and the caller runs the reference kernel instead.
@@ -14,7 +14,7 @@
 namespace lz::cpu {
 
 // Makes this thread's OpenMP team itself, once per thread: oneDNN runs on the runtime pool's
-// threads, one single-threaded call each, never with its own team (blas.cpp says why).
+// threads, one single-threaded call each, never with its own team (library_calls.cpp says why).
 void single_threaded_onednn();
 
 // The libraries' identity (name and version), part of every plan's cache key.

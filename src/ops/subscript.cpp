@@ -6,7 +6,7 @@
 // is an index_select (or index_copy) along its dim; one mask a flat index_select over its dims
 // at its true positions; several broadcast together into one linear index over their dims moved
 // first and flattened (`AdvancedIndex`), whose result dims go where PyTorch puts them.
-#include "ops/tensor_indexing.h"
+#include "ops/subscript.h"
 
 #include <algorithm>
 #include <optional>
@@ -63,7 +63,8 @@ int64_t product(const Shape& s) {
 Shape part(const Shape& s, size_t begin, size_t end) {
   begin = std::min(begin, s.size());
   end = std::min(std::max(end, begin), s.size());
-  return Shape(s.begin() + static_cast<std::ptrdiff_t>(begin), s.begin() + static_cast<std::ptrdiff_t>(end));
+  return Shape(s.begin() + static_cast<std::ptrdiff_t>(begin),
+               s.begin() + static_cast<std::ptrdiff_t>(end));
 }
 
 Shape concat(std::initializer_list<Shape> parts) {
@@ -127,7 +128,8 @@ struct Parsed {
 // Applies ints, slices, None and bools as views; returns the view and the advanced indices left.
 Parsed parse(const Tensor& self, const std::vector<TensorIndex>& key, const Messages& msg) {
   for (const TensorIndex& k : key) {
-    if (k.is_tensor() && !k.tensor().defined()) throw ValueError(msg("got an undefined index tensor"));
+    if (k.is_tensor() && !k.tensor().defined())
+      throw ValueError(msg("got an undefined index tensor"));
   }
   const int64_t specified = specified_dims(key);
   if (specified > self.dim()) {
@@ -147,8 +149,9 @@ Parsed parse(const Tensor& self, const std::vector<TensorIndex>& key, const Mess
         if (seen_ellipsis && slack &&
             std::any_of(key.begin() + static_cast<std::ptrdiff_t>(i) + 1, key.end(),
                         [](const TensorIndex& r) { return !r.is_ellipsis(); })) {
-          throw IndexError(msg("an index can only have a single ellipsis ('...') when more "
-                               "indices follow it"));
+          throw IndexError(
+              msg("an index can only have a single ellipsis ('...') when more "
+                  "indices follow it"));
         }
         if (!seen_ellipsis) dim += slack;
         seen_ellipsis = true;
@@ -195,7 +198,8 @@ void check_mask(const Tensor& view, int64_t dim, const Tensor& mask, const Messa
   if (indexed == mask.shape()) return;
   int64_t bad = 0;
   for (int64_t j = 0; j < mask.dim(); ++j) {
-    if (j >= static_cast<int64_t>(indexed.size()) || indexed[static_cast<size_t>(j)] != mask.shape()[static_cast<size_t>(j)]) {
+    if (j >= static_cast<int64_t>(indexed.size()) ||
+        indexed[static_cast<size_t>(j)] != mask.shape()[static_cast<size_t>(j)]) {
       bad = j;
       break;
     }
@@ -237,7 +241,8 @@ Tensor broadcast_value(const Tensor& value, const Shape& shape, DType dtype, con
 
 std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
   std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
   return inv;
 }
 
@@ -267,18 +272,23 @@ class AdvancedIndex {
       if (w.numel() && !on_host) {
         // Entries out of range could still make an in-range linear index: pass them through an
         // index_select, which checks them when the program runs.
-        w = lz::reshape(lz::index_select(lz::arange(0, size, 1, std::nullopt), 0, lz::reshape(w, {-1})),
-                        w.shape());
+        w = lz::reshape(
+            lz::index_select(lz::arange(0, size, 1, std::nullopt), 0, lz::reshape(w, {-1})),
+            w.shape());
       }
       groups.push_back({{dim}, {size}, w});
     }
     std::optional<Shape> shape = groups[0].idx.shape();
-    for (size_t g = 1; g < groups.size() && shape; ++g) shape = broadcast(*shape, groups[g].idx.shape());
+    for (size_t g = 1; g < groups.size() && shape; ++g)
+      shape = broadcast(*shape, groups[g].idx.shape());
     if (!shape) {
       std::string shapes;
-      for (const Group& g : groups) shapes += (shapes.empty() ? "" : ", ") + shape_str(g.idx.shape());
-      throw IndexError(msg("shape mismatch: indexing tensors could not be broadcast together "
-                           "with shapes " + shapes));
+      for (const Group& g : groups)
+        shapes += (shapes.empty() ? "" : ", ") + shape_str(g.idx.shape());
+      throw IndexError(
+          msg("shape mismatch: indexing tensors could not be broadcast together "
+              "with shapes " +
+              shapes));
     }
     shape_ = *shape;
     for (const Group& g : groups) {
@@ -314,12 +324,15 @@ class AdvancedIndex {
     std::vector<int64_t> placed;
     for (int64_t d : dims_) {
       if (is_selected(d)) continue;
-      placed.push_back(d - std::count_if(selected.begin(), selected.end(), [d](int64_t s) { return s < d; }));
+      placed.push_back(
+          d - std::count_if(selected.begin(), selected.end(), [d](int64_t s) { return s < d; }));
     }
     bool adjacent = !placed.empty();
-    for (size_t i = 1; i < placed.size() && adjacent; ++i) adjacent = placed[i] == placed[0] + static_cast<int64_t>(i);
+    for (size_t i = 1; i < placed.size() && adjacent; ++i)
+      adjacent = placed[i] == placed[0] + static_cast<int64_t>(i);
     if (adjacent) {
-      int64_t first = *std::find_if(dims_.begin(), dims_.end(), [&](int64_t d) { return !is_selected(d); });
+      int64_t first =
+          *std::find_if(dims_.begin(), dims_.end(), [&](int64_t d) { return !is_selected(d); });
       at_ = std::count_if(rest_.begin(), rest_.end(), [first](int64_t d) { return d < first; });
     }
     result_shape_ = concat({part(rest_sizes_, 0, static_cast<size_t>(at_)), shape_,
@@ -405,7 +418,8 @@ void put_masked(Tensor view, int64_t dim, const Tensor& mask, const Tensor& valu
 }  // namespace
 
 Tensor get(const Tensor& self, const std::vector<TensorIndex>& key, const KeyContext& ctx) {
-  if (!self.defined()) throw ValueError(std::string(ctx.op ? ctx.op : "x[index]") + ": got an undefined tensor");
+  if (!self.defined())
+    throw ValueError(std::string(ctx.op ? ctx.op : "x[index]") + ": got an undefined tensor");
   Messages msg{ctx, self};
   Parsed p = parse(self, key, msg);
   const Tensor& view = p.view;
@@ -416,7 +430,8 @@ Tensor get(const Tensor& self, const std::vector<TensorIndex>& key, const KeyCon
   if (is_mask(idx)) {
     // A bool mask: the result's size depends on the values (a cut).
     check_mask(view, dim, idx, msg);
-    Shape flat = concat({part(vs, 0, static_cast<size_t>(dim)), {product(idx.shape())},
+    Shape flat = concat({part(vs, 0, static_cast<size_t>(dim)),
+                         {product(idx.shape())},
                          part(vs, static_cast<size_t>(dim + idx.dim()), vs.size())});
     return lz::index_select(lz::reshape(view, flat), dim, positions(idx, ctx));
   }
@@ -430,7 +445,8 @@ Tensor get(const Tensor& self, const std::vector<TensorIndex>& key, const KeyCon
 void put(const Tensor& self, const std::vector<TensorIndex>& key, const Tensor& value,
          bool accumulate, const KeyContext& ctx) {
   if (!self.defined() || !value.defined()) {
-    throw ValueError(std::string(ctx.op ? ctx.op : "x[index] = value") + ": got an undefined tensor");
+    throw ValueError(std::string(ctx.op ? ctx.op : "x[index] = value") +
+                     ": got an undefined tensor");
   }
   Messages msg{ctx, self};
   Parsed p = parse(self, key, msg);

@@ -1,6 +1,8 @@
 // lz::nn normalization (include/lazuli/nn.h): layer_norm, batch_norm, group_norm and rms_norm,
 // composite in public ops (their gradients come from the primitives' rules; mean and variance are
 // reductions the cpu backend fuses with their producers).
+#include "ops/nn_normalization.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,7 +11,6 @@
 #include "lazuli/autograd.h"
 #include "lazuli/nn.h"
 #include "ops/frontend.h"
-#include "ops/nn_norm.h"
 
 namespace lz::nn {
 namespace {

@@ -1,9 +1,9 @@
 // The compile interruption hook (compile_interrupt.h).
-#include "backend/cpu/compile_interrupt.h"
+#include "backend/compile_interrupt.h"
 
 #include <mutex>
 
-namespace lz::cpu {
+namespace lz {
 namespace {
 std::mutex g_hook_mu;  // guards g_hook
 CompileInterruptHook g_hook;
@@ -28,4 +28,4 @@ CompileInterruptScope::~CompileInterruptScope() {
 
 bool CompileInterruptScope::poll() const { return token_ && hook_.poll && hook_.poll(token_); }
 
-}  // namespace lz::cpu
+}  // namespace lz

@@ -1,5 +1,5 @@
-"""cumsum/cumprod and indexing with several index tensors through torch.compile(backend=lazuli)
-(issue 13): lowered (no ATen op left to eager), equal to eager forward and backward, an index
+"""cumsum/cumprod and indexing with several index tensors through torch.compile(backend=lazuli):
+lowered (no ATen op left to eager), equal to eager forward and backward, an index
 out of range reported as eager reports it."""
 import pytest
 import torch

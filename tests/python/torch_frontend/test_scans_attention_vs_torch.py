@@ -1,4 +1,4 @@
-"""The language-model ops of issue 13 against PyTorch: cumsum/cumprod, scaled_dot_product_attention,
+"""Scans, attention and multi-index writes against PyTorch: cumsum/cumprod, scaled_dot_product_attention,
 index_put/indexing with several index tensors, cross_entropy over (N, C, d...); and
 nn.MultiheadAttention / nn.TransformerEncoderLayer loading PyTorch's own state_dicts and giving
 its outputs and gradients. Values, dtypes and gradients of the same calls on the same inputs."""

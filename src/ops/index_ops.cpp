@@ -12,16 +12,18 @@ using ir::OpKind;
 
 namespace {
 void check_index(const char* op, const Tensor& x, const Tensor& index, int64_t rank_required) {
-  if (!x.defined() || !index.defined()) throw ValueError(std::string(op) + ": got an undefined tensor");
+  if (!x.defined() || !index.defined())
+    throw ValueError(std::string(op) + ": got an undefined tensor");
   if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32) {
-    throw TypeError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
-                    ", index " + std::string(dtype_name(index.dtype())) + shape_str(index.shape()) +
-                    "): the index must be an int32 or int64 tensor");
+    throw TypeError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) +
+                    shape_str(x.shape()) + ", index " + std::string(dtype_name(index.dtype())) +
+                    shape_str(index.shape()) + "): the index must be an int32 or int64 tensor");
   }
   if (rank_required >= 0 && index.dim() != rank_required) {
-    throw ValueError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
-                     ", index " + std::string(dtype_name(index.dtype())) + shape_str(index.shape()) +
-                     "): the index must be " + std::to_string(rank_required) + "-D");
+    throw ValueError(std::string(op) + "(" + std::string(dtype_name(x.dtype())) +
+                     shape_str(x.shape()) + ", index " + std::string(dtype_name(index.dtype())) +
+                     shape_str(index.shape()) + "): the index must be " +
+                     std::to_string(rank_required) + "-D");
   }
 }
 
@@ -45,10 +47,11 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
     int64_t v = index.dtype() == DType::Int64 ? static_cast<const int64_t*>(host->data())[i]
                                               : static_cast<const int32_t*>(host->data())[i];
     if ((v >= size || v < (allow_negative ? -size : 0)) && v != ignore) {
-      throw IndexError(std::string(ir::current_user_op(op)) + ": index " + std::to_string(v) + " is out of range for size " +
-                       std::to_string(size) + (allow_negative ? " (valid: " + std::to_string(-size) + " to " +
-                                                                    std::to_string(size - 1) + ")"
-                                                              : ""));
+      throw IndexError(std::string(ir::current_user_op(op)) + ": index " + std::to_string(v) +
+                       " is out of range for size " + std::to_string(size) +
+                       (allow_negative ? " (valid: " + std::to_string(-size) + " to " +
+                                             std::to_string(size - 1) + ")"
+                                       : ""));
     }
   }
 }
@@ -58,21 +61,28 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index_arg) {
   check_index("index_select", x, index_arg, -1);
   // As PyTorch: a 0-d index is one index; an index of more dims is an IndexError.
   if (index_arg.dim() > 1) {
-    throw IndexError("index_select(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) + ", index " +
-                     std::string(dtype_name(index_arg.dtype())) + shape_str(index_arg.shape()) +
+    throw IndexError("index_select(" + std::string(dtype_name(x.dtype())) + shape_str(x.shape()) +
+                     ", index " + std::string(dtype_name(index_arg.dtype())) +
+                     shape_str(index_arg.shape()) +
                      "): the index must be a vector (1-D) or a scalar");
   }
   const Tensor index = index_arg.dim() == 0 ? reshape(index_arg, {1}) : index_arg;
-  int64_t d = x.dim() == 0 ? (wrap_dim(dim, 0, "index_select") * 0) : wrap_dim(dim, x.dim(), "index_select");
+  int64_t d = x.dim() == 0 ? (wrap_dim(dim, 0, "index_select") * 0)
+                           : wrap_dim(dim, x.dim(), "index_select");
   check_host_values("index_select", x, d, index);
-  return wrap(node(OpKind::IndexSelect, {frontend::value_of(x, "index_select"), frontend::value_of(index, "index_select")}, dim_attr(d)));
+  return wrap(
+      node(OpKind::IndexSelect,
+           {frontend::value_of(x, "index_select"), frontend::value_of(index, "index_select")},
+           dim_attr(d)));
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   check_index("gather", x, index, x.defined() ? x.dim() : -1);
   int64_t d = wrap_dim(dim, x.dim(), "gather");
   check_host_values("gather", x, d, index);
-  return wrap(node(OpKind::Gather, {frontend::value_of(x, "gather"), frontend::value_of(index, "gather")}, dim_attr(d)));
+  return wrap(node(OpKind::Gather,
+                   {frontend::value_of(x, "gather"), frontend::value_of(index, "gather")},
+                   dim_attr(d)));
 }
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -81,7 +91,10 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   int64_t d = wrap_dim(dim, x.dim(), "scatter_add");
   check_host_values("scatter_add", x, d, index);
   ir::Value s = frontend::cast(frontend::value_of(src, "scatter_add"), x.dtype());
-  return wrap(node(OpKind::ScatterAdd, {frontend::value_of(x, "scatter_add"), frontend::value_of(index, "scatter_add"), s}, dim_attr(d)));
+  return wrap(
+      node(OpKind::ScatterAdd,
+           {frontend::value_of(x, "scatter_add"), frontend::value_of(index, "scatter_add"), s},
+           dim_attr(d)));
 }
 
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -90,7 +103,10 @@ Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
   int64_t d = wrap_dim(dim, x.dim(), "index_copy");
   check_host_values("index_copy", x, d, index);
   ir::Value s = frontend::cast(frontend::value_of(src, "index_copy"), x.dtype());
-  return wrap(node(OpKind::IndexCopy, {frontend::value_of(x, "index_copy"), frontend::value_of(index, "index_copy"), s}, dim_attr(d)));
+  return wrap(
+      node(OpKind::IndexCopy,
+           {frontend::value_of(x, "index_copy"), frontend::value_of(index, "index_copy"), s},
+           dim_attr(d)));
 }
 
 }  // namespace lz

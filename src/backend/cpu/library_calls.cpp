@@ -9,15 +9,16 @@
 // turned off). So oneDNN never runs its own team here: each product is cut into row (or column)
 // blocks of C that the runtime pool's threads compute with single-threaded sgemm calls, and
 // every thread that calls sgemm runs with an OpenMP team of one.
-#include <oneapi/dnnl/dnnl.h>
+#include "backend/cpu/library_calls.h"
+
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
 
-#include "backend/cpu/blas.h"
 #include "backend/interp/kernels.h"
 #include "core/config.h"
 #include "core/thread_pool.h"
@@ -46,8 +47,10 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
   const bool rows = m >= n || m >= 2 * kMinBlock;
   const int64_t extent = rows ? m : n;
   // Blocks of at least kMinBlock rows and about 2 MFLOP, so small products stay on one thread.
-  const int64_t grain = std::max<int64_t>(kMinBlock, (int64_t{1} << 21) / std::max<int64_t>(1, n * k));
-  runtime_pool().parallel_for(extent, grain, 16, [&](int64_t i0, int64_t i1) { run(i0, i1, rows); });
+  const int64_t grain =
+      std::max<int64_t>(kMinBlock, (int64_t{1} << 21) / std::max<int64_t>(1, n * k));
+  runtime_pool().parallel_for(extent, grain, 16,
+                              [&](int64_t i0, int64_t i1) { run(i0, i1, rows); });
   return ok;
 }
 
@@ -127,8 +130,8 @@ bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<inter
   const auto* pa = static_cast<const float*>(in[0].data);
   const auto* pb = static_cast<const float*>(in[1].data);
   for (int64_t i = 0; i < batches; ++i) {
-    if (!gemm('N', 'N', m, n, k, pa + batch_offset(i, batch, a, m * k), k, pb + batch_offset(i, batch, b, k * n), n,
-              c + i * m * n)) {
+    if (!gemm('N', 'N', m, n, k, pa + batch_offset(i, batch, a, m * k), k,
+              pb + batch_offset(i, batch, b, k * n), n, c + i * m * n)) {
       return false;  // the reference kernel computes it instead
     }
   }

@@ -1,14 +1,14 @@
-#include "backend/cpu/disk_cache.h"
+#include "backend/disk_cache.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,9 +22,10 @@
 #include <vector>
 
 #include "core/debug_write.h"
+#include "core/files.h"
 #include "core/metrics.h"
 
-namespace lz::cpu {
+namespace lz {
 namespace {
 
 constexpr char kMagic[8] = {'L', 'Z', 'K', 'C', 'A', 'C', 'H', 'E'};
@@ -55,11 +56,13 @@ bool entry_mac(const unsigned char* key, const Header& h, std::string_view paylo
   EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac);
   bool ok = ctx != nullptr;
   char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                         OSSL_PARAM_construct_end()};
   size_t len = 0;
   ok = ok && EVP_MAC_init(ctx, key, DiskCache::kKeySize, params) == 1 &&
        EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(&h), kMacOffset) == 1 &&
-       EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(payload.data()), payload.size()) == 1 &&
+       EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(payload.data()),
+                      payload.size()) == 1 &&
        EVP_MAC_final(ctx, out, &len, kMacSize) == 1 && len == kMacSize;
   EVP_MAC_CTX_free(ctx);
   EVP_MAC_free(mac);
@@ -68,55 +71,9 @@ bool entry_mac(const unsigned char* key, const Header& h, std::string_view paylo
 
 std::string error_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports the error close() found (a deferred write error on some filesystems).
-  int close_checked() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
-// 0, or the errno of the failure; a write that makes no progress counts as a full disk.
-int write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (w == 0) return ENOSPC;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
-}
-
 // True when all n bytes at `offset` were read.
 bool read_all(int fd, char* p, size_t n, off_t offset) {
-  while (n > 0) {
-    ssize_t r = ::pread(fd, p, n, offset);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (r == 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-    offset += r;
-  }
-  return true;
+  return read_at(fd, p, n, offset) == static_cast<int64_t>(n);
 }
 
 bool is_entry_name(std::string_view name) {
@@ -129,9 +86,7 @@ bool older(const timespec& a, const timespec& b) {
   return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec;
 }
 
-void warn(const std::string& message) {
-  debug_write("lazuli: kernel cache: " + message + "\n");
-}
+void warn(const std::string& message) { debug_write("lazuli: kernel cache: " + message + "\n"); }
 
 // mkdir -p with mode 0700 for every directory it creates; 0 or the errno of the failure.
 int make_dirs(const std::string& dir) {
@@ -211,7 +166,9 @@ DiskCache::DiskCache(DiskCacheOptions opts) : opts_(std::move(opts)) {
 
 std::string DiskCache::key_path() const { return opts_.dir + "/" + kKeyName; }
 
-std::string DiskCache::trial_path(const Hash128& key) const { return opts_.dir + "/" + key.hex() + ".trial"; }
+std::string DiskCache::trial_path(const Hash128& key) const {
+  return opts_.dir + "/" + key.hex() + ".trial";
+}
 
 namespace {
 // Whether the crash marker at `path` was left by a process that is gone (it died inside the
@@ -266,17 +223,10 @@ bool DiskCache::load_or_create_key() {
       }
       got += static_cast<size_t>(r);
     }
-    std::string tmp = opts_.dir + "/" + kTempPrefix + "key.XXXXXX";
-    Fd out(::mkostemp(tmp.data(), O_CLOEXEC));  // mode 0600
-    if (out.get() < 0) {
-      warn("cannot write " + path + ": " + error_text(errno) + off);
-      return false;
-    }
-    int err = write_all(out.get(), reinterpret_cast<const char*>(fresh), kKeySize);
-    int close_err = out.close_checked();
-    if (!err) err = close_err;
-    if (!err && ::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) err = errno;
-    ::unlink(tmp.c_str());
+    AtomicFile out(path, opts_.dir + "/" + kTempPrefix + "key.", 0600);
+    out.write(fresh, kKeySize);
+    int err = out.commit(/*durable=*/false, AtomicFile::Commit::KeepExisting);
+    if (err == EEXIST) err = 0;  // another process made it first: read theirs
     if (err) {
       warn("cannot write " + path + ": " + error_text(err) + off);
       return false;
@@ -304,7 +254,8 @@ std::optional<std::string> DiskCache::load(const Hash128& key,
     rejected->add();
     misses->add();
     if (!warned_crash_.exchange(true)) {
-      warn("a process died inside the kernel cached in " + path + "; it is removed and compiled again");
+      warn("a process died inside the kernel cached in " + path +
+           "; it is removed and compiled again");
     }
     ::unlink(path.c_str());
     ::unlink(trial_path(key).c_str());
@@ -378,19 +329,10 @@ void DiskCache::store(const Hash128& key, std::string_view payload) {
 
   ignore_sigxfsz_if_default();
   const std::string path = entry_path(key);
-  std::string tmp = opts_.dir + "/" + kTempPrefix + key.hex() + ".XXXXXX";
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) {
-    warn_write_failure(path, errno);
-    return;
-  }
-  int err = write_all(fd.get(), reinterpret_cast<const char*>(&h), sizeof(h));
-  if (!err) err = write_all(fd.get(), payload.data(), payload.size());
-  int close_err = fd.close_checked();
-  if (!err) err = close_err;
-  if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    ::unlink(tmp.c_str());
+  AtomicFile out(path, opts_.dir + "/" + kTempPrefix + key.hex() + ".", 0600);
+  out.write(&h, sizeof(h));
+  out.write(payload.data(), payload.size());
+  if (int err = out.commit(/*durable=*/false)) {
     warn_write_failure(path, err);
     return;
   }
@@ -443,4 +385,4 @@ void DiskCache::evict_to_bound() {
   }
 }
 
-}  // namespace lz::cpu
+}  // namespace lz

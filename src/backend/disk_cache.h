@@ -58,7 +58,7 @@
 
 #include "core/hash.h"
 
-namespace lz::cpu {
+namespace lz {
 
 struct DiskCacheOptions {
   std::string dir;              // "" turns the cache off
@@ -109,4 +109,4 @@ class DiskCache {
   std::atomic<bool> warned_crash_{false};
 };
 
-}  // namespace lz::cpu
+}  // namespace lz
