@@ -21,7 +21,7 @@ if(TARGET lazuli_mpi)  # the MPI engine, beside liblazuli.so (dist/process_group
   install(TARGETS lazuli_mpi LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lazuli)
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/lazuli DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        COMPONENT lazuli FILES_MATCHING PATTERN "*.h")
+        COMPONENT lazuli FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 
 install(EXPORT lazuliTargets NAMESPACE lazuli:: DESTINATION ${LAZULI_CMAKE_DIR} COMPONENT lazuli)
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/lazuliConfig.cmake.in

@@ -86,51 +86,25 @@ void manual_seed(int64_t seed);
 Tensor constant(const Scalar& value, DType dtype);
 
 // ---- elementwise ----------------------------------------------------------------------------
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor sin(const Tensor& x);
-Tensor cos(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
-Tensor gelu(const Tensor& x);
-Tensor erf(const Tensor& x);
-Tensor floor(const Tensor& x);
-Tensor ceil(const Tensor& x);
-Tensor round(const Tensor& x);
-Tensor sign(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor logical_not(const Tensor& x);
-Tensor bitwise_not(const Tensor& x);
-Tensor cast(const Tensor& x, DType dtype);
+// The functions that are one primitive each (abs, exp, ..., add, ..., bitwise_xor), from the one
+// list of them (lazuli/elementwise.def says what each kind of line means).
+#define LZ_UNARY(fn, op) Tensor fn(const Tensor& x);
+#define LZ_UNARY_ROUNDING(fn, op) Tensor fn(const Tensor& x);
+#define LZ_BINARY(fn, op) Tensor fn(const Operand& a, const Operand& b);
+#define LZ_BINARY_LOGICAL(fn, op) Tensor fn(const Operand& a, const Operand& b);
+#include "lazuli/elementwise.def"
+#undef LZ_UNARY
+#undef LZ_UNARY_ROUNDING
+#undef LZ_BINARY
+#undef LZ_BINARY_LOGICAL
 
-Tensor add(const Operand& a, const Operand& b);
-Tensor sub(const Operand& a, const Operand& b);
-Tensor mul(const Operand& a, const Operand& b);
-Tensor div(const Operand& a, const Operand& b);            // true division: float result
-Tensor floor_divide(const Operand& a, const Operand& b);   // Python //
-Tensor remainder(const Operand& a, const Operand& b);      // Python %
+// Those with rules of their own.
+Tensor neg(const Tensor& x);  // refuses bool (use logical_not), as PyTorch
+Tensor logical_not(const Tensor& x);
+Tensor cast(const Tensor& x, DType dtype);
+// x ** 0.5 and x ** -0.5 of a float tensor are sqrt and rsqrt, as PyTorch computes them; an
+// integer tensor to a negative integer number is refused, as PyTorch.
 Tensor pow(const Operand& a, const Operand& b);
-Tensor maximum(const Operand& a, const Operand& b);
-Tensor minimum(const Operand& a, const Operand& b);
-Tensor eq(const Operand& a, const Operand& b);
-Tensor ne(const Operand& a, const Operand& b);
-Tensor lt(const Operand& a, const Operand& b);
-Tensor le(const Operand& a, const Operand& b);
-Tensor gt(const Operand& a, const Operand& b);
-Tensor ge(const Operand& a, const Operand& b);
-Tensor logical_and(const Operand& a, const Operand& b);
-Tensor logical_or(const Operand& a, const Operand& b);
-Tensor logical_xor(const Operand& a, const Operand& b);
-Tensor bitwise_and(const Operand& a, const Operand& b);
-Tensor bitwise_or(const Operand& a, const Operand& b);
-Tensor bitwise_xor(const Operand& a, const Operand& b);
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 

@@ -10,17 +10,17 @@ from ._C import (  # noqa: F401  (the public names of API.md)
     Tensor, Error, ExecutionError, OutOfMemoryError,
     from_numpy, zeros, ones, full, zeros_like, ones_like, full_like, arange, eye, rand, randn,
     randint, manual_seed, constant,
-    exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, gelu, erf, floor, ceil,
-    round, sign, abs, neg, reciprocal, logical_not, bitwise_not,
-    add, sub, mul, div, floor_divide, remainder, pow, maximum, minimum, eq, ne, lt, le, gt, ge,
-    logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor, where, clamp,
+    where, clamp,
     sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, logsumexp, all, any,
     sort, argsort, msort, topk,
     matmul, reshape, flatten, squeeze, unsqueeze, transpose, permute, broadcast_to, cat, concat,
     stack, split, chunk, index_select, gather, scatter_add, result_type,
     sync, sync_tensors, wait, add_step_closure, device_count, backend,
 )
-from ._tensor import tensor  # noqa: F401
+# The elementwise functions (exp, ..., add, ..., bitwise_xor, neg, pow, logical_not): one list in
+# C++, include/lazuli/elementwise.def, names them for every front door.
+globals().update({_name: getattr(_C, _name) for _name in _C._elementwise_names})
+from ._tensor import tensor  # noqa: F401,E402
 from ._C import index_put, index_put_  # noqa: F401
 from ._runtime import compile, eager, eager_mode, UnexpectedExecutionError, TooManyGraphsError  # noqa: F401
 from ._capture import capture  # noqa: F401
@@ -64,7 +64,7 @@ from . import distributed  # noqa: F401,E402
 from . import amp  # noqa: F401,E402  (autocast)
 from .amp import autocast, is_autocast_enabled, get_autocast_dtype  # noqa: F401,E402
 
-# Composite ops (src/ops/composite*.cpp) and lz.linalg (issues 12 and 13).
+# Composite ops (src/ops/composite*.cpp) and lz.linalg.
 from ._C import tril, triu, masked_fill, flip, roll, multinomial, norm, clip  # noqa: F401,E402
 from . import linalg  # noqa: F401,E402
 from ._C import cumsum, cumprod  # noqa: F401,E402  (scans)

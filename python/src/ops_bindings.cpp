@@ -147,29 +147,34 @@ Tensor nonzero_flat(const Tensor& mask) {
 }
 
 void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
+  // The functions of lazuli/elementwise.def, as lazuli functions and Tensor methods; their names
+  // go to lazuli/__init__.py as _elementwise_names.
   const std::pair<const char*, Unary> unary[] = {
-      {"exp", lz::exp}, {"log", lz::log}, {"log1p", lz::log1p}, {"expm1", lz::expm1},
-      {"sqrt", lz::sqrt}, {"rsqrt", lz::rsqrt}, {"sin", lz::sin}, {"cos", lz::cos},
-      {"tanh", lz::tanh}, {"sigmoid", lz::sigmoid}, {"relu", lz::relu}, {"gelu", lz::gelu},
-      {"erf", lz::erf}, {"floor", lz::floor}, {"ceil", lz::ceil}, {"round", lz::round},
-      {"sign", lz::sign}, {"abs", lz::abs}, {"neg", lz::neg}, {"reciprocal", lz::reciprocal},
-      {"logical_not", lz::logical_not}, {"bitwise_not", lz::bitwise_not}};
+#define LZ_UNARY(fn, op) {#fn, lz::fn},
+#define LZ_UNARY_ROUNDING(fn, op) {#fn, lz::fn},
+#include "lazuli/elementwise.def"
+#undef LZ_UNARY
+#undef LZ_UNARY_ROUNDING
+      {"neg", lz::neg}, {"logical_not", lz::logical_not}};
+  const std::pair<const char*, Binary> binary[] = {
+#define LZ_BINARY(fn, op) {#fn, lz::fn},
+#define LZ_BINARY_LOGICAL(fn, op) {#fn, lz::fn},
+#include "lazuli/elementwise.def"
+#undef LZ_BINARY
+#undef LZ_BINARY_LOGICAL
+      {"pow", lz::pow}};
+  py::list names;
   for (auto [name, f] : unary) {
     m.def(name, f, py::arg("input"));
     cls.def(name, f);
+    names.append(name);
   }
-  const std::pair<const char*, Binary> binary[] = {
-      {"add", lz::add}, {"sub", lz::sub}, {"mul", lz::mul}, {"div", lz::div},
-      {"floor_divide", lz::floor_divide}, {"remainder", lz::remainder}, {"pow", lz::pow},
-      {"maximum", lz::maximum}, {"minimum", lz::minimum}, {"eq", lz::eq}, {"ne", lz::ne},
-      {"lt", lz::lt}, {"le", lz::le}, {"gt", lz::gt}, {"ge", lz::ge},
-      {"logical_and", lz::logical_and}, {"logical_or", lz::logical_or},
-      {"logical_xor", lz::logical_xor}, {"bitwise_and", lz::bitwise_and},
-      {"bitwise_or", lz::bitwise_or}, {"bitwise_xor", lz::bitwise_xor}};
   for (auto [name, f] : binary) {
     m.def(name, f, py::arg("input"), py::arg("other"));
     cls.def(name, [f](const Tensor& a, const Operand& b) { return f(a, b); }, py::arg("other"));
+    names.append(name);
   }
+  m.attr("_elementwise_names") = py::tuple(names);
   m.def("where", &lz::where, py::arg("condition"), py::arg("input"), py::arg("other"));
   auto clamp = [](const Tensor& x, py::object min, py::object max) {
     return lz::clamp(x, opt_scalar(min, "min"), opt_scalar(max, "max"));

@@ -126,42 +126,28 @@ Tensor neg(const Tensor& x) {
   }
   return unary_op("neg", OpKind::Neg, x);
 }
-Tensor abs(const Tensor& x) { return unary_op("abs", OpKind::Abs, x); }
-Tensor exp(const Tensor& x) { return unary_op("exp", OpKind::Exp, x); }
-Tensor log(const Tensor& x) { return unary_op("log", OpKind::Log, x); }
-Tensor log1p(const Tensor& x) { return unary_op("log1p", OpKind::Log1p, x); }
-Tensor expm1(const Tensor& x) { return unary_op("expm1", OpKind::Expm1, x); }
-Tensor sqrt(const Tensor& x) { return unary_op("sqrt", OpKind::Sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_op("rsqrt", OpKind::Rsqrt, x); }
-Tensor sin(const Tensor& x) { return unary_op("sin", OpKind::Sin, x); }
-Tensor cos(const Tensor& x) { return unary_op("cos", OpKind::Cos, x); }
-Tensor tanh(const Tensor& x) { return unary_op("tanh", OpKind::Tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary_op("sigmoid", OpKind::Sigmoid, x); }
-Tensor relu(const Tensor& x) { return unary_op("relu", OpKind::Relu, x); }
-Tensor gelu(const Tensor& x) { return unary_op("gelu", OpKind::Gelu, x); }
-Tensor erf(const Tensor& x) { return unary_op("erf", OpKind::Erf, x); }
-Tensor floor(const Tensor& x) { return unary_rounding("floor", OpKind::Floor, x); }
-Tensor ceil(const Tensor& x) { return unary_rounding("ceil", OpKind::Ceil, x); }
-Tensor round(const Tensor& x) { return unary_rounding("round", OpKind::Round, x); }
-Tensor sign(const Tensor& x) { return unary_op("sign", OpKind::Sign, x); }
-Tensor reciprocal(const Tensor& x) { return unary_op("reciprocal", OpKind::Reciprocal, x); }
+
+// The functions of lazuli/elementwise.def, one primitive each.
+#define LZ_UNARY(fn, op) \
+  Tensor fn(const Tensor& x) { return unary_op(#fn, OpKind::op, x); }
+#define LZ_UNARY_ROUNDING(fn, op) \
+  Tensor fn(const Tensor& x) { return unary_rounding(#fn, OpKind::op, x); }
+#define LZ_BINARY(fn, op) \
+  Tensor fn(const Operand& a, const Operand& b) { return binary(#fn, OpKind::op, a, b); }
+#define LZ_BINARY_LOGICAL(fn, op) \
+  Tensor fn(const Operand& a, const Operand& b) { return binary(#fn, OpKind::op, a, b, true); }
+#include "lazuli/elementwise.def"
+#undef LZ_UNARY
+#undef LZ_UNARY_ROUNDING
+#undef LZ_BINARY
+#undef LZ_BINARY_LOGICAL
+
 Tensor logical_not(const Tensor& x) {
   ir::Value v = frontend::cast(frontend::value_of(x, "logical_not"), DType::Bool);
   return wrap(frontend::unary(OpKind::BitwiseNot, v));
 }
-Tensor bitwise_not(const Tensor& x) { return unary_op("bitwise_not", OpKind::BitwiseNot, x); }
 Tensor cast(const Tensor& x, DType dtype) { return wrap(frontend::cast(frontend::value_of(x, "to"), dtype)); }
 
-Tensor add(const Operand& a, const Operand& b) { return binary("add", OpKind::Add, a, b); }
-Tensor sub(const Operand& a, const Operand& b) { return binary("sub", OpKind::Sub, a, b); }
-Tensor mul(const Operand& a, const Operand& b) { return binary("mul", OpKind::Mul, a, b); }
-Tensor div(const Operand& a, const Operand& b) { return binary("div", OpKind::Div, a, b); }
-Tensor floor_divide(const Operand& a, const Operand& b) {
-  return binary("floor_divide", OpKind::FloorDiv, a, b);
-}
-Tensor remainder(const Operand& a, const Operand& b) {
-  return binary("remainder", OpKind::Remainder, a, b);
-}
 Tensor pow(const Operand& a, const Operand& b) {
   // PyTorch refuses an integer tensor to a negative integer number (tensor exponents are fine).
   if (a.is_tensor() && a.tensor().defined() && !is_floating(a.tensor().dtype()) && !b.is_tensor() &&
@@ -180,36 +166,6 @@ Tensor pow(const Operand& a, const Operand& b) {
     if (e == -0.5) return unary_op("pow", OpKind::Rsqrt, a.tensor());
   }
   return binary("pow", OpKind::Pow, a, b);
-}
-Tensor maximum(const Operand& a, const Operand& b) {
-  return binary("maximum", OpKind::Maximum, a, b);
-}
-Tensor minimum(const Operand& a, const Operand& b) {
-  return binary("minimum", OpKind::Minimum, a, b);
-}
-Tensor eq(const Operand& a, const Operand& b) { return binary("eq", OpKind::Eq, a, b); }
-Tensor ne(const Operand& a, const Operand& b) { return binary("ne", OpKind::Ne, a, b); }
-Tensor lt(const Operand& a, const Operand& b) { return binary("lt", OpKind::Lt, a, b); }
-Tensor le(const Operand& a, const Operand& b) { return binary("le", OpKind::Le, a, b); }
-Tensor gt(const Operand& a, const Operand& b) { return binary("gt", OpKind::Gt, a, b); }
-Tensor ge(const Operand& a, const Operand& b) { return binary("ge", OpKind::Ge, a, b); }
-Tensor logical_and(const Operand& a, const Operand& b) {
-  return binary("logical_and", OpKind::BitwiseAnd, a, b, true);
-}
-Tensor logical_or(const Operand& a, const Operand& b) {
-  return binary("logical_or", OpKind::BitwiseOr, a, b, true);
-}
-Tensor logical_xor(const Operand& a, const Operand& b) {
-  return binary("logical_xor", OpKind::BitwiseXor, a, b, true);
-}
-Tensor bitwise_and(const Operand& a, const Operand& b) {
-  return binary("bitwise_and", OpKind::BitwiseAnd, a, b);
-}
-Tensor bitwise_or(const Operand& a, const Operand& b) {
-  return binary("bitwise_or", OpKind::BitwiseOr, a, b);
-}
-Tensor bitwise_xor(const Operand& a, const Operand& b) {
-  return binary("bitwise_xor", OpKind::BitwiseXor, a, b);
 }
 
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b) {

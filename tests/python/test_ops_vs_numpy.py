@@ -150,6 +150,49 @@ def check_gradient(lz_fn, *arrays, rtol=1e-4, atol=1e-6):
     return True
 
 
+def np_conv2d(x, w):
+    """A valid, stride-1 2-D convolution (PyTorch's cross-correlation) in float64."""
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), w.shape[2:], axis=(2, 3))
+    return np.einsum("ncijkl,ockl->noij", windows, w.astype(np.float64))
+
+
+def np_pool2d(x, reduce):
+    """2x2 pooling with stride 2 over the last two dims."""
+    n, c, h, w = x.shape
+    return reduce(x.reshape(n, c, h // 2, 2, w // 2, 2), axis=(3, 5))
+
+
+def np_scatter_add(a, i, src):
+    out = a.copy()
+    for j in np.ndindex(i.shape):
+        out[(i[j],) + j[1:]] += src[j]
+    return out
+
+
+def lz_index_assign(a, v):
+    a = a.clone()
+    a[lz.tensor([2, 0])] = v
+    return a
+
+
+def np_index_assign(a, v):
+    a = a.copy()
+    a[[2, 0]] = v
+    return a
+
+
+def lz_slice_assign(a, v):
+    a = a.clone()
+    a[1:3] = v
+    return a
+
+
+def np_slice_assign(a, v):
+    a = a.copy()
+    a[1:3] = v
+    return a
+
+
 class Case:
     """One op's row: its lazuli and numpy forms, inputs, the expected dtype where PyTorch's rules
     differ from numpy's, tolerances, and `grad=False` for piecewise-constant or kinked cases whose
@@ -381,6 +424,27 @@ CASES = [
     Case("bool_of_float", lambda a: a.bool(), lambda a: a != 0, [In((5,), value=[0.0, -0.0, 0.5, -2.0, 1e-30])]),
     Case("bool_to_float", lambda a: a.to(lz.float32), lambda a: a.astype(np.float32), [In((5,), B)]),
     Case("float64_to_float32", lambda a: a.to(lz.float32), lambda a: a.astype(np.float32), [In((5,), F64)]),
+    # ---- scans, sorting --------------------------------------------------------------------
+    Case("cumsum", lambda a: a.cumsum(1), f64(lambda a: np.cumsum(a, 1)), [X], dtype=F32),
+    Case("cumprod", lambda a: lz.cumprod(a, 0), f64(lambda a: np.cumprod(a, 0)), [In((3, 4), lo=0.5, hi=1.5)], dtype=F32),
+    # Random floats have no ties, so the order is the stable one.
+    Case("sort", lambda a: a.sort(1), lambda a: (np.sort(a, 1), np.argsort(a, 1, kind="stable")), [X]),
+    Case("sort_descending_int", lambda a: lz.sort(a, 0, descending=True, stable=True),
+         lambda a: (-np.sort(-a, 0, kind="stable"), np.argsort(-a, 0, kind="stable")), [I64_34]),
+    # ---- writes into a copy --------------------------------------------------------------------
+    Case("scatter_add", lambda a, i, s: a.scatter_add(0, i, s), np_scatter_add, [X, In((2, 4), I64, 0, 3), In((2, 4))]),
+    Case("index_assign", lz_index_assign, np_index_assign, [X, In((2, 4))]),
+    Case("slice_assign", lz_slice_assign, np_slice_assign, [In((4, 3)), In((2, 3))]),
+    Case("arange", lambda: lz.arange(5) * 3, lambda: np.arange(5) * 3, []),
+    # ---- convolution and pooling -------------------------------------------------------------
+    Case("conv2d", lambda x, w: lz.nn.functional.conv2d(x, w), np_conv2d,
+         [In((2, 3, 5, 6)), In((4, 3, 3, 2))], dtype=F32, rtol=1e-4, atol=1e-5),
+    Case("max_pool2d", lambda x: lz.nn.functional.max_pool2d(x, 2), lambda x: np_pool2d(x, np.max), [In((2, 3, 4, 6))]),
+    Case("avg_pool2d", lambda x: lz.nn.functional.avg_pool2d(x, 2), f64(lambda x: np_pool2d(x, np.mean)),
+         [In((2, 3, 4, 6))], dtype=F32),
+    # ---- autograd's own primitives: values pass through (their gradients: test_autograd.py) -----
+    Case("detach_of_pending", lambda a: (a * 2).detach() + a, lambda a: a * 3, [X], grad=False),
+    Case("requires_grad_of_pending", lambda a: (a * 2).requires_grad_() + 1, lambda a: a * 2 + 1, [X], grad=False),
     # ---- empty tensors and zero-size dims ----------------------------------------------------
     Case("empty_exp", lz.exp, np.exp, [In((0,))]),
     Case("empty_add_broadcast", lambda a, b: a + b, np.add, [In((0, 3)), In((3,))]),
@@ -434,6 +498,69 @@ def test_op_matches_numpy_and_finite_differences(case, rng, backend):
     for i in (want or {}):
         np.testing.assert_allclose(got[i], want[i], rtol=1e-9, atol=1e-12,
                                    err_msg=f"gradient of input {i}: cpu against interp")
+
+
+# Primitives no row of CASES records, each with the suite that checks it instead.
+_PRIMITIVES_CHECKED_ELSEWHERE = {
+    "rng_uniform": "random draws have no numpy counterpart: test_compiled_random_and_copies.py, cpu_random_kernels_test.cpp",
+    "rng_normal": "as rng_uniform",
+    "rng_advance": "as rng_uniform",
+    "all_reduce": "collectives need several processes: test_distributed.py, collectives_test.cpp",
+    "all_gather": "as all_reduce",
+    "reduce_scatter": "as all_reduce",
+    "broadcast": "as all_reduce",
+}
+
+
+def _op_table_primitives():
+    """The primitives of src/ir/op_table.def, by name."""
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parents[2] / "src" / "ir" / "op_table.def").read_text()
+    return set(re.findall(r'^LZ_OP\(\w+, "(\w+)"', text, re.M))
+
+
+def _recorded_primitives(case, rng):
+    """The primitives a case records: its forward graph, and its backward graph when it has one.
+    Dumps only: nothing is compiled or run."""
+    import re
+    ts = [lz.tensor(spec.make(rng)) for spec in case.inputs]
+    for t in ts:
+        if case.grad and t.dtype in (lz.float32, lz.float64) and t.numel():
+            t.requires_grad_()
+    outs = [o for o in _flatten_results(case.lz_fn(*ts)) if isinstance(o, lz.Tensor)]
+    text = lz.debug.dump_graph(outs)
+    differentiable = [o for o in outs if o.requires_grad]
+    if differentiable:
+        sum(o.sum() for o in differentiable).backward()
+        grads = [t.grad for t in ts if t.requires_grad and t.grad is not None]
+        if grads:
+            text += lz.debug.dump_graph(grads)
+    return set(re.findall(r"%\d+ = (\w+)\(", text))
+
+
+def test_every_primitive_has_a_row(rng):
+    """A new primitive of src/ir/op_table.def fails here until a row of CASES records it (forward
+    or backward), unless another suite owns it (_PRIMITIVES_CHECKED_ELSEWHERE says which)."""
+    table = _op_table_primitives()
+    assert {"exp", "add", "conv", "sort", "cumsum"} <= table, "op_table.def was not parsed"
+    assert set(_PRIMITIVES_CHECKED_ELSEWHERE) <= table, "an exemption names no primitive"
+    recorded = set()
+    for c in CASES:
+        recorded |= _recorded_primitives(c, rng)
+    missing = table - recorded - set(_PRIMITIVES_CHECKED_ELSEWHERE)
+    assert not missing, f"primitives no row of CASES records: {sorted(missing)}"
+    exempt_but_recorded = set(_PRIMITIVES_CHECKED_ELSEWHERE) & recorded
+    assert not exempt_but_recorded, f"exempt but recorded (drop the exemption): {sorted(exempt_but_recorded)}"
+
+
+def test_every_elementwise_function_of_the_list_is_a_public_function_and_method():
+    """include/lazuli/elementwise.def reaches every front door: lazuli.<fn>, Tensor.<fn>."""
+    names = lz._C._elementwise_names
+    assert {"exp", "add", "bitwise_xor", "neg", "pow", "logical_not"} <= set(names)
+    for n in names:
+        assert getattr(lz, n) is getattr(lz._C, n), n
+        assert callable(getattr(lz.Tensor, n)), n
 
 
 def test_zero_d_float64_numpy_array_makes_float64_tensor():
