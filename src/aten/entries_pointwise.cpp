@@ -406,6 +406,7 @@ void add_pointwise(TableBuilder& b) {
   b.add({"aten.rsqrt.default"}, kAll, unary<rsqrt>);
   b.add({"aten.sin.default"}, kAll, unary<sin>);
   b.add({"aten.cos.default"}, kAll, unary<cos>);
+  b.add({"aten.tan.default"}, kAll, unary<tan>);
   b.add({"aten.tanh.default"}, kAll, unary<tanh>);
   b.add({"aten.sigmoid.default"}, kAll, unary<sigmoid>);
   b.add({"aten.erf.default"}, kAll, unary<erf>);

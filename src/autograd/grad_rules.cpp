@@ -77,6 +77,10 @@ Grads rsqrt_rule(const Node&, const Value& out, const Value& g) {  // d x^-1/2 =
 }
 Grads sin_rule(const Node& n, const Value&, const Value& g) { return {mul(g, nd(OpKind::Cos, {x0(n)}))}; }
 Grads cos_rule(const Node& n, const Value&, const Value& g) { return {neg(mul(g, nd(OpKind::Sin, {x0(n)})))}; }
+// d tan x = 1 + tan^2 x, from the output (no second call of tan).
+Grads tan_rule(const Node&, const Value& out, const Value& g) {
+  return {mul(g, add(k(1, g.dtype()), mul(out, out)))};
+}
 Grads tanh_rule(const Node&, const Value& out, const Value& g) {
   return {mul(g, sub(k(1, g.dtype()), mul(out, out)))};
 }

@@ -101,6 +101,7 @@ const std::vector<GradCase>& grad_cases() {
       {"rsqrt", {{{2, 3}, 0.5, 2}}, [](auto& x) { return rsqrt(x[0]); }},
       {"sin", {{{2, 3}}}, [](auto& x) { return sin(x[0]); }},
       {"cos", {{{2, 3}}}, [](auto& x) { return cos(x[0]); }},
+      {"tan", {{{2, 3}, -1.2, 1.2}}, [](auto& x) { return tan(x[0]); }},
       {"tanh", {{{2, 3}}}, [](auto& x) { return tanh(x[0]); }},
       {"sigmoid", {{{2, 3}, -3, 3}}, [](auto& x) { return sigmoid(x[0]); }},
       {"relu", {{{3, 4}}}, [](auto& x) { return relu(x[0]); }},

@@ -223,6 +223,7 @@ CASES = [
     Case("rsqrt", lz.rsqrt, f64(lambda x: 1 / np.sqrt(x)), [POS], dtype=F32),
     Case("sin", lz.sin, f64(np.sin), [X], dtype=F32),
     Case("cos", lz.cos, f64(np.cos), [X], dtype=F32),
+    Case("tan", lz.tan, f64(np.tan), [In((3, 4), lo=-1.3, hi=1.3)], dtype=F32),
     Case("tanh", lz.tanh, f64(np.tanh), [X], dtype=F32),
     Case("sigmoid", lz.sigmoid, f64(lambda x: 1 / (1 + np.exp(-x))), [X], dtype=F32),
     Case("relu", lz.relu, lambda x: np.maximum(x, 0), [X]),
