@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "exec/cut_reason.h"
-#include "core/buffer.h"
+#include "exec/front_end.h"  // the one internal header the bindings use
 #include "lazuli/lazuli.h"
 
 namespace py = pybind11;
+namespace fe = lz::front_end;
 
 namespace pybind11::detail {
 // A Python number or a Tensor as an op operand. bool before int (bool is an int subclass), and
@@ -62,8 +62,11 @@ void install_compile_interrupt(py::module_& m);
 // kernels finished before the signal are cached).
 void resume_after_interrupt(const std::function<void()>& work);
 
-// Waits for a value read in slices, releasing the GIL, so other threads run and Ctrl-C works.
-void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec);
+// A value read: scheduled without the GIL (a first read may compile for seconds while other
+// Python threads go on), then waited for in slices, so Ctrl-C works; finished (its error raised).
+fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason);
+// numpy's dtype for `t` (TypeError for bfloat16, which numpy lacks).
+py::dtype numpy_dtype(lz::DType t);
 // t's value as a new numpy array (a value read).
 py::array to_numpy(const lz::Tensor& t);
 lz::Tensor from_numpy(const py::array& a);
@@ -93,8 +96,5 @@ void bind_aten(py::module_& m);
 void bind_distributed(py::module_& m);
 // A keep-alive for memory a Python object owns, safe to drop on any thread (bridge_bindings.cpp).
 std::shared_ptr<void> python_owner(const py::object& owner);
-// A cut reason by its id ("user-sync", "torch-compile"): ValueError for an unknown id
-// (runtime_bindings.cpp).
-lz::CutReason reason_from_id(const std::string& id);
 
 }  // namespace lzpy

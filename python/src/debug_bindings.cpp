@@ -1,10 +1,5 @@
 // lazuli.debug: metrics, tensor states, graph hashes, dumps, and the recent cuts.
 #include "bindings.h"
-#include "exec/cut_record.h"
-#include "exec/device_executor.h"
-#include "exec/explain.h"
-#include "exec/graph_executor.h"
-#include "core/config.h"
 
 namespace lzpy {
 
@@ -36,12 +31,12 @@ void bind_debug(py::module_& m) {
   d.def("explain_recompiles", &lz::debug::explain_recompiles, py::arg("enabled") = true);
   d.def("recent_cuts", [] {
     py::list out;
-    for (const lz::CutRecord& r : lz::cut_log().recent()) {
+    for (const fe::CutInfo& r : fe::recent_cuts()) {
       py::list frames;
       for (const auto& f : r.frames) frames.append(py::make_tuple(f.file, f.line, f.function));
       py::dict e;
-      e["reason"] = std::string(lz::cut_reason_id(r.reason));
-      e["graph_hash"] = r.hash.hex();
+      e["reason"] = r.reason;
+      e["graph_hash"] = r.graph_hash;
       e["nodes"] = r.nodes;
       e["inputs"] = r.inputs;
       e["outputs"] = r.outputs;
@@ -54,38 +49,34 @@ void bind_debug(py::module_& m) {
     }
     return out;
   }, "The last executions, oldest first: reason, graph hash, size, and the user's frames.");
-  d.def("clear_recent_cuts", [] { lz::cut_log().clear(); });
-  d.def("clear_recompile_history", &lz::clear_recompile_history);
+  d.def("clear_recent_cuts", &fe::clear_recent_cuts);
+  d.def("clear_recompile_history", &fe::clear_recompile_history);
   // For tests and notebooks: start from an empty compile cache, or change a setting that the
   // environment set at startup (the names are Config's fields, see docs/environment.md).
-  d.def("_clear_compile_cache", &lz::clear_compile_cache);
+  d.def("_clear_compile_cache", &fe::clear_compile_cache);
   // Tests only (exec/device_executor.h): no further program starts until the matching release.
-  d.def("_hold_executor", [] { lz::device_executor().hold(); });
-  d.def("_release_executor", [] { lz::device_executor().release(); });
-  d.def("_set_config", [](const std::string& name, py::object value) {
-    lz::Config& c = lz::mutable_config();
-    if (name == "max_pending_nodes") c.max_pending_nodes = value.cast<int64_t>();
-    else if (name == "debug") c.debug = value.cast<int>();
-    else if (name == "debug_file") c.debug_file = value.cast<std::string>();
-    else if (name == "debug_max_frame") c.debug_max_frame = value.cast<int>();
-    else if (name == "save_graphs_file") c.save_graphs_file = value.cast<std::string>();
-    else if (name == "save_graphs_fmt") c.save_graphs_fmt = value.cast<std::string>();
-    else if (name == "enable_param_aliasing") c.enable_param_aliasing = value.cast<bool>();
-    else if (name == "sync_wait") c.sync_wait = value.cast<bool>();
-    else throw py::value_error("_set_config: unknown or read-only setting '" + name + "'");
-  }, py::arg("name"), py::arg("value"));
-  d.def("_get_config", [](const std::string& name) -> py::object {
-    const lz::Config& c = lz::config();
-    if (name == "max_pending_nodes") return py::int_(c.max_pending_nodes);
-    if (name == "debug") return py::int_(c.debug);
-    if (name == "debug_file") return py::str(c.debug_file);
-    if (name == "debug_max_frame") return py::int_(c.debug_max_frame);
-    if (name == "save_graphs_file") return py::str(c.save_graphs_file);
-    if (name == "save_graphs_fmt") return py::str(c.save_graphs_fmt);
-    if (name == "enable_param_aliasing") return py::bool_(c.enable_param_aliasing);
-    if (name == "sync_wait") return py::bool_(c.sync_wait);
-    throw py::value_error("_get_config: unknown setting '" + name + "'");
-  }, py::arg("name"));
+  d.def("_hold_executor", &fe::hold_executor);
+  d.def("_release_executor", &fe::release_executor);
+  d.def(
+      "_set_config",
+      [](const std::string& name, py::object value) {
+        // The setting's current kind decides the conversion (bool before int: bool is an int).
+        fe::Setting v = fe::get_setting(name);
+        if (std::holds_alternative<bool>(v))
+          v = value.cast<bool>();
+        else if (std::holds_alternative<int64_t>(v))
+          v = value.cast<int64_t>();
+        else
+          v = value.cast<std::string>();
+        fe::set_setting(name, v);
+      },
+      py::arg("name"), py::arg("value"));
+  d.def(
+      "_get_config",
+      [](const std::string& name) -> py::object {
+        return std::visit([](const auto& x) { return py::cast(x); }, fe::get_setting(name));
+      },
+      py::arg("name"));
 }
 
 }  // namespace lzpy

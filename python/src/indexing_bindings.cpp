@@ -5,8 +5,6 @@
 // mask interruptibly. The rules themselves are the C++ core's (src/ops/subscript.cpp), with
 // bare messages: PyTorch's texts, as PyTorch's Python shows them.
 #include "bindings.h"
-#include "ir/origin.h"
-#include "ops/subscript.h"
 
 namespace lzpy {
 namespace {
@@ -128,7 +126,7 @@ bool is_number(py::handle v) {
 
 void setitem(const Tensor& x, py::handle key, py::handle value) {
   if (key.ptr() == Py_False) return;  // as PyTorch: nothing is selected, the value is not looked at
-  lz::ir::UserOpScope scope("x[index] = value");
+  fe::UserOpScope scope("x[index] = value");
   Tensor v;
   if (py::isinstance<Tensor>(value)) {
     v = value.cast<Tensor>();
@@ -190,31 +188,39 @@ void bind_indexing(py::module_& m, py::class_<Tensor>& cls) {
 
   cls.def("__getitem__", [](py::object self, py::handle key) -> py::object {
     const Tensor& x = self.cast<const Tensor&>();
-    lz::ir::UserOpScope scope("x[index]");  // a bad index found when the program runs names it
+    fe::UserOpScope scope("x[index]");  // a bad index found when the program runs names it
     Tensor r = lz::indexing::get(x, key_items(key), python_context());
     if (r.impl() == x.impl()) return self;  // x[()] is x, as before
     return py::cast(std::move(r));
   });
   cls.def("__setitem__", &setitem);
-  cls.def("index_put_", [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
-    lz::ir::UserOpScope scope("index_put_");
-    index_put_into(self.cast<const Tensor&>(), indices, values, accumulate, "index_put_");
-    return self;
-  }, "self[indices] = values in place, or self[indices] += values with accumulate=True, where an "
-     "index repeated adds every one of its values (torch.Tensor.index_put_). indices: a tuple of "
-     "index tensors (integer or bool); None for a whole dim is accepted too.",
-     py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
-  m.def("index_put_", [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
-    lz::ir::UserOpScope scope("index_put_");
-    if (!py::isinstance<Tensor>(self)) {
-      throw py::type_error("index_put_(): argument 'input' must be Tensor, not " + short_type_name(self));
-    }
-    index_put_into(self.cast<const Tensor&>(), indices, values, accumulate, "index_put_");
-    return self;
-  }, py::arg("input"), py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  cls.def(
+      "index_put_",
+      [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
+        fe::UserOpScope scope("index_put_");
+        index_put_into(self.cast<const Tensor&>(), indices, values, accumulate, "index_put_");
+        return self;
+      },
+      "self[indices] = values in place, or self[indices] += values with accumulate=True, where an "
+      "index repeated adds every one of its values (torch.Tensor.index_put_). indices: a tuple of "
+      "index tensors (integer or bool); None for a whole dim is accepted too.",
+      py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
+  m.def(
+      "index_put_",
+      [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
+        fe::UserOpScope scope("index_put_");
+        if (!py::isinstance<Tensor>(self)) {
+          throw py::type_error("index_put_(): argument 'input' must be Tensor, not " +
+                               short_type_name(self));
+        }
+        index_put_into(self.cast<const Tensor&>(), indices, values, accumulate, "index_put_");
+        return self;
+      },
+      py::arg("input"), py::arg("indices"), py::arg("values"), py::arg("accumulate") = false);
   // The out-of-place index_put_: a copy of the input with the values put (or added) there.
-  auto index_put = [](py::handle self, py::handle indices, py::handle values, py::handle accumulate) {
-    lz::ir::UserOpScope scope("index_put");
+  auto index_put = [](py::handle self, py::handle indices, py::handle values,
+                      py::handle accumulate) {
+    fe::UserOpScope scope("index_put");
     if (!py::isinstance<Tensor>(self)) {
       throw py::type_error("index_put(): argument 'input' must be Tensor, not " + short_type_name(self));
     }

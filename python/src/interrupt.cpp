@@ -1,5 +1,5 @@
 // Ctrl-C during a compile: the compile stops at the next kernel boundary and KeyboardInterrupt is
-// raised (src/backend/compile_interrupt.h has the contract).
+// raised (src/backend/compile_interrupt.h has the contract; exec/front_end.h brings it).
 //
 // The compiling thread may not hold the GIL (a sync releases it), and taking the GIL to ask
 // Python about signals could deadlock against a thread that holds it while it waits for the
@@ -11,7 +11,6 @@
 
 #include <atomic>
 
-#include "backend/compile_interrupt.h"
 #include "bindings.h"
 
 namespace lzpy {

@@ -5,11 +5,6 @@
 #include <unordered_map>
 
 #include "bindings.h"
-#include "backend/backend.h"
-#include "exec/cut_record.h"
-#include "ops/frontend.h"
-#include "tensor/lazy_tensor.h"
-
 
 namespace lzpy {
 namespace {
@@ -97,46 +92,53 @@ std::vector<lz::UserFrame> python_frames(int max_frames) {
 
 }  // namespace
 
-void wait_interruptibly(const std::shared_ptr<lz::Execution>& exec) {
-  if (!exec) return;
+fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason) {
+  fe::PendingRead r;
+  resume_after_interrupt([&] {
+    // Whatever needs Python on the way (the user's frames) takes the GIL itself.
+    py::gil_scoped_release release;
+    r = fe::schedule_read(t, reason);
+  });
   for (;;) {
     bool done;
     {
       py::gil_scoped_release release;
-      done = exec->wait_for_ms(50);
+      done = r.wait_for_ms(50);
     }
-    if (done) return;
+    if (done) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+  r.finish();
+  return r;
+}
+
+py::dtype numpy_dtype(lz::DType t) {
+  switch (t) {
+    case lz::DType::Bool:
+      return py::dtype::of<bool>();
+    case lz::DType::Int32:
+      return py::dtype::of<int32_t>();
+    case lz::DType::Int64:
+      return py::dtype::of<int64_t>();
+    case lz::DType::Float32:
+      return py::dtype::of<float>();
+    case lz::DType::Float64:
+      return py::dtype::of<double>();
+    case lz::DType::Float16:
+      return py::dtype("float16");
+    case lz::DType::BFloat16:
+      break;
+  }
+  throw py::type_error("numpy has no " + std::string(lz::dtype_name(t)) +
+                       "; cast first, e.g. t.float().numpy()");
 }
 
 py::array to_numpy(const lz::Tensor& t) {
-  lz::BufferPtr b;
-  resume_after_interrupt([&] {
-    // Without the GIL: a first read may compile for seconds, and other Python threads (a data
-    // loader, a progress bar, a server) must go on meanwhile. Whatever needs Python on the way
-    // (the user's frames) takes the GIL itself.
-    py::gil_scoped_release release;
-    b = lz::frontend::schedule_read(t, lz::CutReason::ValueRead);
-  });
-  wait_interruptibly(b->producer());
-  lz::frontend::finish_read(b);
+  fe::PendingRead r = read_interruptibly(t, lz::CutReason::ValueRead);
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  py::dtype dt;
-  switch (t.dtype()) {
-    case lz::DType::Bool: dt = py::dtype::of<bool>(); break;
-    case lz::DType::Int32: dt = py::dtype::of<int32_t>(); break;
-    case lz::DType::Int64: dt = py::dtype::of<int64_t>(); break;
-    case lz::DType::Float32: dt = py::dtype::of<float>(); break;
-    case lz::DType::Float64: dt = py::dtype::of<double>(); break;
-    case lz::DType::Float16: dt = py::dtype("float16"); break;
-    case lz::DType::BFloat16:
-      throw py::type_error("numpy() of a bfloat16 tensor: numpy has no bfloat16; cast first, "
-                           "e.g. t.float().numpy()");
-  }
+  py::dtype dt = numpy_dtype(t.dtype());
   py::array out(dt, shape);
-  size_t n = static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype());
-  lz::active_backend().download(*b->wait(), out.mutable_data(), n);
+  r.copy_to(out.mutable_data(), static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype()));
   return out;
 }
 
@@ -162,9 +164,7 @@ lz::Tensor from_numpy(const py::array& arr) {
   py::object np = py::module_::import("numpy");
   py::array c = np.attr("require")(arr, dt.attr("newbyteorder")("="), "CAW");  // keeps 0-d arrays 0-d
   std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
-  size_t nbytes = static_cast<size_t>(c.nbytes());
-  auto st = std::make_shared<lz::Storage>(c.mutable_data(), nbytes, python_owner(c));
-  return lz::Tensor(lz::internal::TensorImpl::from_host(t, lz::Shape(shape.begin(), shape.end()), std::move(st)));
+  return lz::from_blob(c.mutable_data(), t, shape, [keep = python_owner(c)] {});
 }
 
 }  // namespace lzpy

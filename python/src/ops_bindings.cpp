@@ -1,10 +1,8 @@
 // Ops as lazuli functions and, where PyTorch has them, Tensor methods.
-#include "bindings.h"
-#include "ops/frontend.h"
-#include "tensor/lazy_tensor.h"
-
 #include <algorithm>
 #include <cstring>
+
+#include "bindings.h"
 
 namespace lzpy {
 namespace {
@@ -134,14 +132,12 @@ py::object tensor_to(py::object self, py::args args, py::kwargs kwargs) {
 
 Tensor nonzero_flat(const Tensor& mask) {
   if (mask.dtype() != lz::DType::Bool) throw py::type_error("mask must be a bool tensor");
-  lz::BufferPtr b;
-  resume_after_interrupt([&] { b = lz::frontend::schedule_read(mask, lz::CutReason::DataDependentShape); });
-  wait_interruptibly(b->producer());
-  lz::frontend::finish_read(b);
-  const auto* p = static_cast<const uint8_t*>(mask.numel() ? b->wait()->data() : nullptr);
+  fe::PendingRead r = read_interruptibly(mask, lz::CutReason::DataDependentShape);
+  std::vector<uint8_t> bytes(static_cast<size_t>(mask.numel()));
+  r.copy_to(bytes.data(), bytes.size());
   std::vector<int64_t> idx;
-  for (int64_t i = 0; i < mask.numel(); ++i) {
-    if (p[i]) idx.push_back(i);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i]) idx.push_back(static_cast<int64_t>(i));
   }
   return lz::tensor<int64_t>(idx);
 }
@@ -362,14 +358,17 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("scatter_add", &lz::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("_nonzero_flat", &nonzero_flat);
   // Run-time errors name the op the user called (src/ir/origin.h): Python composites mark it.
-  m.def("_enter_user_op", [](const std::string& name) { return lz::ir::enter_user_op(name); });
-  m.def("_exit_user_op", [](bool outer) { lz::ir::exit_user_op(outer); });
+  m.def("_enter_user_op", &fe::enter_user_op);
+  m.def("_exit_user_op", &fe::exit_user_op);
   // A host index's values checked at the line (negative values count from the end).
-  m.def("_check_index_bounds", [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative,
-                                  std::optional<int64_t> ignore_index) {
-    lz::frontend::check_index_values(index, size, allow_negative, op.c_str(), ignore_index);
-  }, py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true,
-     py::arg("ignore_index") = py::none());
+  m.def(
+      "_check_index_bounds",
+      [](const Tensor& index, int64_t size, const std::string& op, bool allow_negative,
+         std::optional<int64_t> ignore_index) {
+        fe::check_index_values(index, size, allow_negative, op.c_str(), ignore_index);
+      },
+      py::arg("index"), py::arg("size"), py::arg("op"), py::arg("allow_negative") = true,
+      py::arg("ignore_index") = py::none());
 
   // creation
   m.def("from_numpy", &from_numpy, py::arg("array"));
@@ -381,14 +380,8 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
       throw py::value_error("_set_host_data: expected " + std::string(lz::dtype_name(t.dtype())) +
                             " data of the tensor's shape");
     }
-    auto st = std::make_shared<lz::Storage>(static_cast<size_t>(t.numel()) * lz::dtype_size(t.dtype()));
     py::array c = py::module_::import("numpy").attr("ascontiguousarray")(arr);
-    if (st->nbytes()) std::memcpy(st->data(), c.data(), st->nbytes());
-    if (t.dtype() == lz::DType::Bool) {  // 0/1 bytes, as from_data makes them
-      auto* b = static_cast<uint8_t*>(st->data());
-      for (size_t i = 0; i < st->nbytes(); ++i) b[i] = b[i] != 0;
-    }
-    t.impl()->set_host_data(std::move(st));
+    fe::set_host_data(t, c.data(), static_cast<size_t>(c.nbytes()));
   }, py::arg("tensor"), py::arg("array"));
   m.def("_scalar_tensor", [](const Operand& v, py::object dtype) {
     if (v.is_tensor()) return v.tensor().contiguous();
