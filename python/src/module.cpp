@@ -164,7 +164,7 @@ lz::Tensor from_numpy(const py::array& arr) {
   py::object np = py::module_::import("numpy");
   py::array c = np.attr("require")(arr, dt.attr("newbyteorder")("="), "CAW");  // keeps 0-d arrays 0-d
   std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
-  return lz::from_blob(c.mutable_data(), t, shape, [keep = python_owner(c)] {});
+  return fe::host_memory_tensor(c.mutable_data(), t, shape, python_owner(c));
 }
 
 }  // namespace lzpy

@@ -73,8 +73,16 @@ AtomicFile::AtomicFile(std::string path, std::string temp_prefix, mode_t mode)
     }
     if (errno != EEXIST) break;
   }
-  err_ = errno;
+  fail("create", errno);
   temp_.clear();  // nothing was created
+}
+
+int AtomicFile::fail(const char* step, int err) {
+  if (!err_) {
+    err_ = err;
+    step_ = step;
+  }
+  return err_;
 }
 
 AtomicFile::~AtomicFile() {
@@ -82,23 +90,25 @@ AtomicFile::~AtomicFile() {
 }
 
 int AtomicFile::write(const void* src, size_t n) {
-  if (!err_) err_ = write_all(fd_.get(), src, n);
-  return err_;
+  if (err_) return err_;
+  if (int err = write_all(fd_.get(), src, n)) return fail("write", err);
+  return 0;
 }
 
 int AtomicFile::commit(bool durable, Commit how) {
-  if (!err_ && durable && ::fsync(fd_.get()) != 0) err_ = errno;
-  int close_err = fd_.get() >= 0 ? fd_.close_checked() : 0;
-  if (!err_) err_ = close_err;
+  if (!err_ && durable && ::fsync(fd_.get()) != 0) fail("fsync", errno);
+  if (fd_.get() >= 0) {
+    if (int err = fd_.close_checked()) fail("close", err);
+  }
   if (err_) return err_;
   if (how == Commit::Replace) {
-    if (::rename(temp_.c_str(), path_.c_str()) != 0) return err_ = errno;
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) return fail("rename", errno);
     placed_ = true;
     return 0;
   }
   // link() never replaces: of two writers the first wins, and the temporary file goes either way.
-  if (::link(temp_.c_str(), path_.c_str()) != 0) err_ = errno;
-  return err_;
+  if (::link(temp_.c_str(), path_.c_str()) != 0) return fail("link", errno);
+  return 0;
 }
 
 }  // namespace lz

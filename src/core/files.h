@@ -4,8 +4,9 @@
 // AtomicFile writes a file so that a reader sees the old file or the new one whole, never a
 // part: the bytes go to a temporary file beside the destination (same directory, so the same
 // filesystem), which is then renamed over it, or linked to it where a file already there must win.
-// Functions here never throw: they return 0 or the errno of the failure, and the caller words the
-// error in its own terms (a checkpoint raises, the kernel cache warns once and goes on).
+// Failures are returned, not thrown (0 or the errno; AtomicFile also names the step that failed),
+// and the caller words the error in its own terms (a checkpoint raises, the kernel cache warns
+// once and goes on). Only allocation can throw.
 #pragma once
 #include <sys/types.h>
 
@@ -54,6 +55,9 @@ class AtomicFile {
   // 0 while everything so far succeeded, else the errno of the first failure (creating the
   // temporary file included). Later writes after a failure do nothing and return it again.
   int error() const { return err_; }
+  // The step the first failure happened in ("create", "write", "fsync", "close", "rename",
+  // "link"), or "" while there is none.
+  const char* failed_step() const { return step_; }
   int write(const void* src, size_t n);
 
   enum class Commit {
@@ -70,7 +74,9 @@ class AtomicFile {
   std::string path_, temp_;
   Fd fd_;
   int err_ = 0;
+  const char* step_ = "";
   bool placed_ = false;
+  int fail(const char* step, int err);
 };
 
 }  // namespace lz

@@ -2,6 +2,8 @@
 #include "exec/front_end.h"
 
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "backend/backend.h"
 #include "core/buffer.h"
@@ -99,6 +101,15 @@ void set_host_data(const Tensor& t, const void* bytes, size_t nbytes) {
   t.impl()->set_host_data(std::move(st));
 }
 
+Tensor host_memory_tensor(void* data, DType dtype, const IntList& shape,
+                          std::shared_ptr<void> owner) {
+  const size_t nbytes =
+      static_cast<size_t>(numel(Shape(shape.begin(), shape.end()))) * dtype_size(dtype);
+  auto st = std::make_shared<Storage>(data, nbytes, std::move(owner));
+  return Tensor(
+      internal::TensorImpl::from_host(dtype, Shape(shape.begin(), shape.end()), std::move(st)));
+}
+
 // ---- ops written in the front end ----
 
 void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op,
@@ -109,6 +120,10 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
 bool enter_user_op(const std::string& name) { return ir::enter_user_op(name); }
 
 void exit_user_op(bool outer) { ir::exit_user_op(outer); }
+
+UserOpScope::UserOpScope(const char* name) : outer_(ir::enter_user_op_literal(name)) {}
+
+UserOpScope::~UserOpScope() { ir::exit_user_op(outer_); }
 
 void bump_counter(const std::string& name, int64_t n) { get_counter(name)->add(n); }
 
@@ -249,17 +264,25 @@ struct SettingRow {
   void (*set)(Config& c, const Setting& v);
 };
 
-template <class T>
-T setting_as(const char* name, const Setting& v) {
-  if (const T* x = std::get_if<T>(&v)) return *x;
-  throw TypeError(std::string("setting '") + name + "': a value of the wrong kind");
+template <class T, class Stored>
+Stored setting_as(const char* name, const Setting& v) {
+  const T* x = std::get_if<T>(&v);
+  if (!x) throw TypeError(std::string("setting '") + name + "': a value of the wrong kind");
+  if constexpr (std::is_integral_v<Stored> && !std::is_same_v<Stored, bool> &&
+                !std::is_same_v<Stored, T>) {
+    if (*x < std::numeric_limits<Stored>::min() || *x > std::numeric_limits<Stored>::max()) {
+      throw ValueError(std::string("setting '") + name + "': " + std::to_string(*x) +
+                       " is out of range");
+    }
+  }
+  return static_cast<Stored>(*x);
 }
 
 // clang-format off
 #define LZ_SETTING(field, T, Stored)                                           \
   SettingRow{#field, [](const Config& c) -> Setting { return T(c.field); },    \
              [](Config& c, const Setting& v) {                                 \
-               c.field = static_cast<Stored>(setting_as<T>(#field, v));        \
+               c.field = setting_as<T, Stored>(#field, v);                     \
              }}
 // clang-format on
 

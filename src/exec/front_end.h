@@ -75,6 +75,11 @@ uintptr_t device_data_address(const Tensor& t);
 // New contents for `t` (its dtype and shape, `nbytes` of them) without recording anything:
 // bools are stored as 0/1.
 void set_host_data(const Tensor& t, const void* bytes, size_t nbytes);
+// A host tensor over memory `owner` keeps alive (numel(shape) C-contiguous, aligned elements of
+// `dtype`, as numpy's C-contiguous arrays are): no copy, no check. The front end answers for the
+// memory; from_blob is the checked form for users.
+Tensor host_memory_tensor(void* data, DType dtype, const IntList& shape,
+                          std::shared_ptr<void> owner);
 
 // ---- ops written in the front end --------------------------------------------------------------
 
@@ -84,10 +89,11 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
 // Run-time errors name the op the user called: a front end's composite marks it (ir/origin.h).
 bool enter_user_op(const std::string& name);
 void exit_user_op(bool outer);
+// The same as a scope; `name` must outlive it (a string literal): nothing is interned.
 class UserOpScope {
  public:
-  explicit UserOpScope(const char* name) : outer_(enter_user_op(name)) {}
-  ~UserOpScope() { exit_user_op(outer_); }
+  explicit UserOpScope(const char* name);
+  ~UserOpScope();
   UserOpScope(const UserOpScope&) = delete;
   UserOpScope& operator=(const UserOpScope&) = delete;
 
@@ -185,7 +191,8 @@ void clear_compile_cache();
 void hold_executor();
 void release_executor();
 // The settings tests and notebooks may change after startup (docs/environment.md names them):
-// ValueError for another name, or for a value of the wrong kind.
+// ValueError for another name or an integer out of the setting's range, TypeError for a value of
+// the wrong kind.
 using Setting = std::variant<int64_t, bool, std::string>;
 Setting get_setting(const std::string& name);
 void set_setting(const std::string& name, const Setting& value);

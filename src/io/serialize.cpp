@@ -216,8 +216,8 @@ void save(const NamedTensors& tensors, const std::string& path,
   }
   // Durable before it replaces the old file: a crash leaves the old file or the new one, whole.
   if (int err = file.commit(/*durable=*/true)) {
-    throw Error(where("save", path) +
-                "cannot put the written file in place: " + std::strerror(err));
+    throw Error(where("save", path) + file.failed_step() +
+                " of the written file failed: " + std::strerror(err));
   }
 }
 

@@ -32,6 +32,8 @@ class UserOpScope {
 // The same for a frontend that cannot hold a C++ object (Python): enter returns whether this was
 // the outermost scope, to be handed to exit. Names are interned.
 bool enter_user_op(const std::string& name);
+// The same for a name that outlives the scope (a string literal): nothing is interned.
+bool enter_user_op_literal(const char* name);
 // The op the user called, if a scope is open on this thread; else `fallback`.
 const char* current_user_op(const char* fallback);
 void exit_user_op(bool outer);

@@ -165,6 +165,13 @@ def test_a_cast_left_inside_a_binding_names_the_function_and_the_call():
     assert lz.debug._get_config("debug") == before
 
 
+def test_a_setting_refuses_an_integer_it_cannot_hold_and_keeps_its_value():
+    before = lz.debug._get_config("debug")
+    raises(ValueError, lambda: lz.debug._set_config("debug", 2**32 + 1), "'debug'", "out of range")
+    raises(ValueError, lambda: lz.debug._set_config("no_such_setting", 1), "no_such_setting")
+    assert lz.debug._get_config("debug") == before
+
+
 def test_autograd_arguments_name_themselves():
     w = lz.ones(2).requires_grad_()
     raises(TypeError, lambda: setattr(w, "grad", [1.0, 2.0]), "argument 'grad' must be Tensor, not list")
