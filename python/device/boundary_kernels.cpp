@@ -19,7 +19,7 @@
 #include <optional>
 
 #include "aten/table.h"
-#include "core/shape.h"
+#include "exec/front_end.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
 #include "transfer.h"

@@ -16,7 +16,7 @@
 #include <unordered_set>
 
 #include "aten/table.h"
-#include "ir/origin.h"
+#include "exec/front_end.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
 #include "transfer.h"
@@ -412,7 +412,7 @@ void lower(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpPlan
   }
   Arg out;
   {
-    lz::ir::UserOpScope scope(plan.name.c_str());
+    lz::front_end::UserOpScope scope(plan.name.c_str());
     try {
       lz::aten::Call call;
       out = lz::aten::lower(*plan.entry, args, call);

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "tensor/lazy_tensor.h"
+#include "exec/front_end.h"
 
 namespace lzdev {
 
@@ -53,7 +53,7 @@ c10::ScalarType torch_dtype(lz::DType t) {
 namespace {
 
 // The storage that stands for the data of `value`'s base (the tensor its views read and write
-// through): one per base, kept by the base (lz::internal::TensorImpl::alias_token), so
+// through): one per base, kept by the base (lz::front_end::alias_token), so
 // `is_alias_of` is true exactly for a tensor and its views, as in eager PyTorch
 // (DistributedDataParallel's reducer asks it of every gradient). It holds no bytes and no
 // pointer; has_storage() stays false, so data_ptr(), torch.save and deepcopy take the
@@ -71,7 +71,7 @@ std::shared_ptr<void> new_identity() {
 }
 
 c10::Storage identity_storage(const lz::Tensor& value) {
-  std::shared_ptr<void> token = value.impl()->alias_token(&new_identity);
+  std::shared_ptr<void> token = lz::front_end::alias_token(value, &new_identity);
   return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(
       static_cast<c10::StorageImpl*>(token.get())));
 }

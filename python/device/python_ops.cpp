@@ -4,9 +4,9 @@
 // Every other runtime call (sync, wait, metrics) is lazuli's own: one runtime.
 #include <torch/library.h>
 
+#include "exec/front_end.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
-#include "tensor/handoff.h"
 #include "transfer.h"
 
 namespace lzdev {

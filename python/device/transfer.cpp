@@ -3,27 +3,21 @@
 #include <ATen/ops/from_blob.h>
 #include <c10/util/Exception.h>
 
-#include "backend/backend.h"
-#include "core/call_site.h"
-#include "core/config.h"
-#include "core/debug_write.h"
-#include "core/metrics.h"
+#include "exec/front_end.h"
 #include "lazuli/lazuli.h"
 #include "lazuli_tensor.h"
-#include "ops/frontend.h"
 
 namespace lzdev {
 
 at::Tensor read_to_cpu(const lz::Tensor& t, lz::CutReason reason, bool writable) {
-  lz::BufferPtr b = lz::frontend::schedule_read(t, reason);
-  lz::frontend::finish_read(b);
-  const std::shared_ptr<lz::Storage>& st = b->wait();
-  lz::active_backend().check_device(*st, "a lazuli tensor read on the CPU");
-  if (writable) st->expose();
+  lz::front_end::PendingRead r = lz::front_end::schedule_read(t, reason);
+  r.finish();
+  const char* what = "a lazuli tensor read on the CPU";
+  void* data = writable ? r.expose_host_memory(what) : const_cast<void*>(r.host_memory(what));
   auto options = at::TensorOptions().dtype(torch_dtype(t.dtype())).device(c10::kCPU);
   // The CPU tensor's deleter holds the buffer: its memory lives as long as the tensor.
   return at::from_blob(
-      st->data(), t.shape(), [b](void*) {}, options);
+      data, t.shape(), [keep = r.keep_alive()](void*) {}, options);
 }
 
 lz::Tensor from_cpu(const at::Tensor& cpu, const char* what) {
@@ -82,8 +76,8 @@ at::Tensor to_device_result(const at::Tensor& cpu) {
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name,
                   const std::string& why) {
-  lz::get_counter("fallback::" + name)->add(1);
-  if (lz::config().debug > 0) {
+  lz::front_end::bump_counter("fallback::" + name);
+  if (lz::front_end::debug_level() > 0) {
     std::string where = user_line();
     lz::debug_write("lazuli.torch: fallback " + name + " (" + why + "): runs on the CPU, a cut" +
                     (where.empty() ? "" : " at " + where) + "\n");

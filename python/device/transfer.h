@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "exec/cut_reason.h"
+#include "exec/front_end.h"
 #include "lazuli/tensor.h"
 
 namespace lzdev {

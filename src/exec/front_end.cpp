@@ -38,6 +38,12 @@ void PendingRead::copy_to(void* dst, size_t nbytes) const {
   if (nbytes) active_backend().download(*b_->wait(), dst, nbytes);
 }
 
+const void* PendingRead::host_memory(const char* what) const {
+  const std::shared_ptr<Storage>& st = b_->wait();
+  active_backend().check_device(*st, what);
+  return st->data();
+}
+
 void* PendingRead::expose_host_memory(const char* what) const {
   const std::shared_ptr<Storage>& st = b_->wait();
   active_backend().check_device(*st, what);  // a host view over the memory itself
@@ -126,6 +132,12 @@ UserOpScope::UserOpScope(const char* name) : outer_(ir::enter_user_op_literal(na
 UserOpScope::~UserOpScope() { ir::exit_user_op(outer_); }
 
 void bump_counter(const std::string& name, int64_t n) { get_counter(name)->add(n); }
+
+int debug_level() { return config().debug; }
+
+std::shared_ptr<void> alias_token(const Tensor& t, std::shared_ptr<void> (*make)()) {
+  return t.impl()->alias_token(make);
+}
 
 // ---- syncs, waits, modes ----
 

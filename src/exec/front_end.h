@@ -19,6 +19,7 @@
 
 #include "backend/compile_interrupt.h"  // CompileInterrupted and the hook: std and lazuli/error.h
 #include "core/call_site.h"             // call-site and frame providers: std types only
+#include "core/debug_write.h"           // debug_write: the LAZULI_DEBUG sink, std types only
 #include "core/shape.h"                 // Shape, shape_str, wrap_dim: std and lazuli/dtype.h
 #include "exec/cut_reason.h"            // CutReason: an enum
 #include "lazuli/lazuli.h"
@@ -46,6 +47,9 @@ class PendingRead {
   void finish() const;
   // After finish(): the first `nbytes` of the value, copied to host memory through the backend.
   void copy_to(void* dst, size_t nbytes) const;
+  // After finish(): the value's own memory, for a view that only reads it. ValueError naming
+  // `what` when it is not host memory.
+  const void* host_memory(const char* what) const;
   // After finish(): the value's own memory, for a view that may write it (nothing derived from
   // these bytes is kept from now on). ValueError naming `what` when it is not host memory.
   void* expose_host_memory(const char* what) const;
@@ -101,6 +105,11 @@ class UserOpScope {
   bool outer_;
 };
 void bump_counter(const std::string& name, int64_t n = 1);
+// LAZULI_DEBUG's level (0: quiet).
+int debug_level();
+// The token a front end ties to the data of `t`'s base, made by `make` on first request and kept
+// as long as the base (the lazy PyTorch device keeps its storage identity there).
+std::shared_ptr<void> alias_token(const Tensor& t, std::shared_ptr<void> (*make)());
 
 // ---- syncs, waits, modes
 // ---------------------------------------------------------------------------
