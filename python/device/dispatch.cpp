@@ -412,7 +412,7 @@ void lower(const c10::OperatorHandle& op, torch::jit::Stack* stack, const OpPlan
   }
   Arg out;
   {
-    lz::front_end::UserOpScope scope(plan.name.c_str());
+    lz::ir::UserOpScope scope(plan.name.c_str());
     try {
       lz::aten::Call call;
       out = lz::aten::lower(*plan.entry, args, call);

@@ -105,15 +105,15 @@ py::object lower(const lz::aten::Entry& e, const py::sequence& args,
   }
   lz::aten::Call device_rng;
   if (call == nullptr) call = &device_rng;
-  bool outer = user_op.empty() ? false : fe::enter_user_op(user_op);
+  bool outer = user_op.empty() ? false : lz::ir::enter_user_op(user_op);
   Arg out;
   try {
     out = lz::aten::lower(e, converted, *call, result_dtypes.is_none() ? nullptr : &dtypes);
   } catch (...) {
-    if (!user_op.empty()) fe::exit_user_op(outer);
+    if (!user_op.empty()) lz::ir::exit_user_op(outer);
     throw;
   }
-  if (!user_op.empty()) fe::exit_user_op(outer);
+  if (!user_op.empty()) lz::ir::exit_user_op(outer);
   return to_python(out);
 }
 

@@ -126,7 +126,7 @@ bool is_number(py::handle v) {
 
 void setitem(const Tensor& x, py::handle key, py::handle value) {
   if (key.ptr() == Py_False) return;  // as PyTorch: nothing is selected, the value is not looked at
-  fe::UserOpScope scope("x[index] = value");
+  lz::ir::UserOpScope scope("x[index] = value");
   Tensor v;
   if (py::isinstance<Tensor>(value)) {
     v = value.cast<Tensor>();
@@ -188,7 +188,7 @@ void bind_indexing(py::module_& m, py::class_<Tensor>& cls) {
 
   cls.def("__getitem__", [](py::object self, py::handle key) -> py::object {
     const Tensor& x = self.cast<const Tensor&>();
-    fe::UserOpScope scope("x[index]");  // a bad index found when the program runs names it
+    lz::ir::UserOpScope scope("x[index]");  // a bad index found when the program runs names it
     Tensor r = lz::indexing::get(x, key_items(key), python_context());
     if (r.impl() == x.impl()) return self;  // x[()] is x, as before
     return py::cast(std::move(r));
@@ -197,7 +197,7 @@ void bind_indexing(py::module_& m, py::class_<Tensor>& cls) {
   cls.def(
       "index_put_",
       [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
-        fe::UserOpScope scope("index_put_");
+        lz::ir::UserOpScope scope("index_put_");
         index_put_into(self.cast<const Tensor&>(), indices, values, accumulate, "index_put_");
         return self;
       },
@@ -208,7 +208,7 @@ void bind_indexing(py::module_& m, py::class_<Tensor>& cls) {
   m.def(
       "index_put_",
       [](py::object self, py::handle indices, py::handle values, py::handle accumulate) {
-        fe::UserOpScope scope("index_put_");
+        lz::ir::UserOpScope scope("index_put_");
         if (!py::isinstance<Tensor>(self)) {
           throw py::type_error("index_put_(): argument 'input' must be Tensor, not " +
                                short_type_name(self));
@@ -220,7 +220,7 @@ void bind_indexing(py::module_& m, py::class_<Tensor>& cls) {
   // The out-of-place index_put_: a copy of the input with the values put (or added) there.
   auto index_put = [](py::handle self, py::handle indices, py::handle values,
                       py::handle accumulate) {
-    fe::UserOpScope scope("index_put");
+    lz::ir::UserOpScope scope("index_put");
     if (!py::isinstance<Tensor>(self)) {
       throw py::type_error("index_put(): argument 'input' must be Tensor, not " + short_type_name(self));
     }

@@ -358,8 +358,8 @@ void bind_ops(py::module_& m, py::class_<Tensor>& cls) {
   cls.def("scatter_add", &lz::scatter_add, py::arg("dim"), py::arg("index"), py::arg("src"));
   m.def("_nonzero_flat", &nonzero_flat);
   // Run-time errors name the op the user called (src/ir/origin.h): Python composites mark it.
-  m.def("_enter_user_op", &fe::enter_user_op);
-  m.def("_exit_user_op", &fe::exit_user_op);
+  m.def("_enter_user_op", &lz::ir::enter_user_op);
+  m.def("_exit_user_op", &lz::ir::exit_user_op);
   // A host index's values checked at the line (negative values count from the end).
   m.def(
       "_check_index_bounds",

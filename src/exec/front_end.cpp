@@ -17,7 +17,6 @@
 #include "exec/graph_executor.h"
 #include "exec/step.h"
 #include "exec/warm_program.h"
-#include "ir/origin.h"
 #include "ops/frontend.h"
 #include "tensor/lazy_tensor.h"
 
@@ -45,10 +44,9 @@ const void* PendingRead::host_memory(const char* what) const {
 }
 
 void* PendingRead::expose_host_memory(const char* what) const {
-  const std::shared_ptr<Storage>& st = b_->wait();
-  active_backend().check_device(*st, what);  // a host view over the memory itself
-  st->expose();  // the view may be written: nothing derived from these bytes may be kept
-  return st->data();
+  const void* data = host_memory(what);
+  b_->wait()->expose();  // the view may be written: nothing derived from these bytes may be kept
+  return const_cast<void*>(data);
 }
 
 std::shared_ptr<const void> PendingRead::keep_alive() const { return b_; }
@@ -63,19 +61,9 @@ PendingRead schedule_read(const Tensor& t, CutReason reason) {
 
 Tensor external_device_data(void* data, DType dtype, const IntList& shape,
                             std::shared_ptr<void> owner, uint64_t content_id) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) throw ValueError("external memory: negative dimension in " + shape_str(shape));
-    n *= d;
-  }
-  const size_t nbytes = static_cast<size_t>(n) * dtype_size(dtype);
-  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) {
-    throw ValueError("external memory: address not aligned for " + std::string(dtype_name(dtype)));
-  }
-  if (!data && nbytes) throw ValueError("external memory: null address");
+  const size_t nbytes = frontend::check_memory("external memory", data, dtype, shape);
   auto st = std::make_shared<Storage>(data, nbytes, std::move(owner), DeviceId::host(), content_id);
-  auto buf =
-      std::make_shared<DeviceBuffer>(dtype, Shape(shape.begin(), shape.end()), std::move(st));
+  auto buf = std::make_shared<DeviceBuffer>(dtype, shape, std::move(st));
   return Tensor(internal::TensorImpl::from_buffer(std::move(buf)));
 }
 
@@ -99,21 +87,20 @@ void set_host_data(const Tensor& t, const void* bytes, size_t nbytes) {
                      std::to_string(want) + " bytes)");
   }
   auto st = std::make_shared<Storage>(nbytes);
-  if (nbytes) std::memcpy(st->data(), bytes, nbytes);
   if (t.dtype() == DType::Bool) {  // 0/1 bytes, as from_data makes them
-    auto* b = static_cast<uint8_t*>(st->data());
-    for (size_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+    frontend::bools_as_0_1(static_cast<uint8_t*>(st->data()), static_cast<const uint8_t*>(bytes),
+                           nbytes);
+  } else if (nbytes) {
+    std::memcpy(st->data(), bytes, nbytes);
   }
   t.impl()->set_host_data(std::move(st));
 }
 
 Tensor host_memory_tensor(void* data, DType dtype, const IntList& shape,
                           std::shared_ptr<void> owner) {
-  const size_t nbytes =
-      static_cast<size_t>(numel(Shape(shape.begin(), shape.end()))) * dtype_size(dtype);
+  const size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
   auto st = std::make_shared<Storage>(data, nbytes, std::move(owner));
-  return Tensor(
-      internal::TensorImpl::from_host(dtype, Shape(shape.begin(), shape.end()), std::move(st)));
+  return Tensor(internal::TensorImpl::from_host(dtype, shape, std::move(st)));
 }
 
 // ---- ops written in the front end ----
@@ -122,14 +109,6 @@ void check_index_values(const Tensor& index, int64_t size, bool allow_negative, 
                         std::optional<int64_t> ignore_index) {
   frontend::check_index_values(index, size, allow_negative, op, ignore_index);
 }
-
-bool enter_user_op(const std::string& name) { return ir::enter_user_op(name); }
-
-void exit_user_op(bool outer) { ir::exit_user_op(outer); }
-
-UserOpScope::UserOpScope(const char* name) : outer_(ir::enter_user_op_literal(name)) {}
-
-UserOpScope::~UserOpScope() { ir::exit_user_op(outer_); }
 
 void bump_counter(const std::string& name, int64_t n) { get_counter(name)->add(n); }
 

@@ -22,6 +22,7 @@
 #include "core/debug_write.h"           // debug_write: the LAZULI_DEBUG sink, std types only
 #include "core/shape.h"                 // Shape, shape_str, wrap_dim: std and lazuli/dtype.h
 #include "exec/cut_reason.h"            // CutReason: an enum
+#include "ir/user_op.h"                 // UserOpScope, enter/exit_user_op: std types only
 #include "lazuli/lazuli.h"
 #include "ops/subscript.h"   // x[key] with PyTorch's rules: public types only
 #include "tensor/handoff.h"  // tensors handed between front ends by ticket: public types only
@@ -67,7 +68,7 @@ PendingRead schedule_read(const Tensor& t, CutReason reason);
 
 // A tensor in the device-data state over `data` (numel(shape) C-contiguous elements of `dtype`)
 // that `owner` keeps alive: no copy. `content_id`: an id lent for these bytes (new_content_id),
-// or 0. ValueError for a null or misaligned `data` or a negative dim.
+// or 0. Checked as from_blob's memory is (frontend::check_memory), named "external memory".
 Tensor external_device_data(void* data, DType dtype, const IntList& shape,
                             std::shared_ptr<void> owner, uint64_t content_id = 0);
 // Content ids lent with external memory whose every write the lender sees (lz::Storage).
@@ -90,20 +91,6 @@ Tensor host_memory_tensor(void* data, DType dtype, const IntList& shape,
 // A host index's values checked at the user's line (ops/frontend.h says how).
 void check_index_values(const Tensor& index, int64_t size, bool allow_negative, const char* op,
                         std::optional<int64_t> ignore_index);
-// Run-time errors name the op the user called: a front end's composite marks it (ir/origin.h).
-bool enter_user_op(const std::string& name);
-void exit_user_op(bool outer);
-// The same as a scope; `name` must outlive it (a string literal): nothing is interned.
-class UserOpScope {
- public:
-  explicit UserOpScope(const char* name);
-  ~UserOpScope();
-  UserOpScope(const UserOpScope&) = delete;
-  UserOpScope& operator=(const UserOpScope&) = delete;
-
- private:
-  bool outer_;
-};
 void bump_counter(const std::string& name, int64_t n = 1);
 // LAZULI_DEBUG's level (0: quiet).
 int debug_level();

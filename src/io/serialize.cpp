@@ -97,8 +97,7 @@ std::shared_ptr<Storage> read_tensor_bytes(int fd, uint64_t offset, const io::Te
   }
   read_exact(fd, offset + e.begin, dst, nbytes, path);
   if (e.dtype == DType::Bool) {  // kernels treat bool as a byte holding 0 or 1
-    auto* b = static_cast<uint8_t*>(dst);
-    for (size_t i = 0; i < nbytes; ++i) b[i] = b[i] != 0;
+    frontend::bools_as_0_1(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(dst), nbytes);
   }
   if (!st) st = be.upload(staging.data(), nbytes);
   return st;

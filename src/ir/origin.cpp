@@ -22,12 +22,6 @@ UserOpScope::~UserOpScope() {
   if (outer_) t_user_op = nullptr;
 }
 
-bool enter_user_op_literal(const char* name) {
-  if (t_user_op) return false;
-  t_user_op = name;
-  return true;
-}
-
 bool enter_user_op(const std::string& name) {
   if (t_user_op) return false;
   static std::mutex mu;  // guards names

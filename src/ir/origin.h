@@ -10,33 +10,11 @@
 #include <string>
 
 #include "ir/ops.h"
+#include "ir/user_op.h"  // UserOpScope: the op the user called
 
 namespace lz::ir {
 
 using Origin = std::shared_ptr<const std::string>;
-
-// The op the user called. Scopes nest; the outermost names the op (cross_entropy calls
-// nll_loss, which records a gather: all three report as cross_entropy). `name` must outlive the
-// scope (a string literal, or an interned name).
-class UserOpScope {
- public:
-  explicit UserOpScope(const char* name);
-  ~UserOpScope();
-  UserOpScope(const UserOpScope&) = delete;
-  UserOpScope& operator=(const UserOpScope&) = delete;
-
- private:
-  bool outer_;
-};
-
-// The same for a frontend that cannot hold a C++ object (Python): enter returns whether this was
-// the outermost scope, to be handed to exit. Names are interned.
-bool enter_user_op(const std::string& name);
-// The same for a name that outlives the scope (a string literal): nothing is interned.
-bool enter_user_op_literal(const char* name);
-// The op the user called, if a scope is open on this thread; else `fallback`.
-const char* current_user_op(const char* fallback);
-void exit_user_op(bool outer);
 
 // Nodes recorded inside take `origin` (backward: a gradient's index ops report the forward op
 // that made them). A null origin changes nothing.

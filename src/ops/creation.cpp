@@ -26,6 +26,23 @@ void check_shape(const char* op, const IntList& shape, DType dtype) {
   check_tensor_size(op, shape, dtype);
 }
 
+}  // namespace
+
+size_t frontend::check_memory(const char* op, const void* data, DType dtype, const IntList& shape) {
+  check_shape(op, shape, dtype);
+  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  std::string what =
+      std::string(op) + "(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
+  if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) {
+    throw ValueError(what + ": the data pointer is not aligned for " +
+                     std::string(dtype_name(dtype)));
+  }
+  return nbytes;
+}
+
+namespace {
+
 ir::Value expand_scalar(ir::Value v, const IntList& shape) {
   return frontend::broadcast_to(std::move(v), shape);
 }
@@ -96,9 +113,8 @@ Tensor from_data(const void* data, DType dtype, const IntList& shape) {
   if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
   std::vector<uint8_t> normalized;
   if (dtype == DType::Bool) {  // normalize to 0/1 so kernels may treat bool as a byte
-    const auto* b = static_cast<const uint8_t*>(data);
     normalized.resize(nbytes);
-    for (size_t i = 0; i < nbytes; ++i) normalized[i] = b[i] != 0;
+    frontend::bools_as_0_1(normalized.data(), static_cast<const uint8_t*>(data), nbytes);
     data = normalized.data();
   }
   std::shared_ptr<Storage> st;
@@ -112,13 +128,8 @@ Tensor from_data(const void* data, DType dtype, const IntList& shape) {
 
 Tensor from_blob(void* data, DType dtype, const IntList& shape, std::function<void()> release,
                  DeviceId device) {
-  check_shape("from_blob", shape, dtype);
-  size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
+  const size_t nbytes = frontend::check_memory("from_blob", data, dtype, shape);
   std::string what = "from_blob(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
-  if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
-  if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) {
-    throw ValueError(what + ": the data pointer is not aligned for " + std::string(dtype_name(dtype)));
-  }
   Backend& be = active_backend();
   if (device != be.device()) {
     throw ValueError(what + ": the memory is on " + device.str() + ", but the " + be.name() +

@@ -234,4 +234,8 @@ std::shared_ptr<Storage> upload(const void* src, size_t nbytes) {
   return active_backend().upload(src, nbytes);
 }
 
+void bools_as_0_1(uint8_t* dst, const uint8_t* src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i] != 0;
+}
+
 }  // namespace lz::frontend

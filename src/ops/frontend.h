@@ -56,6 +56,14 @@ void finish_read(const BufferPtr& b);
 std::vector<uint8_t> host_bytes(const BufferPtr& b);
 // A new storage on the active backend's device holding `nbytes` of host memory `src`.
 std::shared_ptr<Storage> upload(const void* src, size_t nbytes);
+// Bool bytes as kernels read them, 0 or 1 (any nonzero byte is true): `n` bytes of `src` into
+// `dst` (they may be the same).
+void bools_as_0_1(uint8_t* dst, const uint8_t* src, size_t n);
+// The checks of memory a tensor is made over without a copy (from_blob, a front end's external
+// memory): the shape (a negative dim, a size no tensor can have), then a null pointer for a
+// non-empty shape, or one not aligned for `dtype`. ValueError (OutOfMemoryError for the size)
+// naming `op`; returns the byte count.
+size_t check_memory(const char* op, const void* data, DType dtype, const IntList& shape);
 
 // "sum(float32[2, 3])": one tensor argument, for error messages.
 std::string desc(const char* op, const Tensor& x);

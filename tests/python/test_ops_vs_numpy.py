@@ -7,6 +7,8 @@ case names one: lazuli follows PyTorch's promotion rules, not numpy's, and where
 case says which PyTorch rule gives the expected dtype.
 """
 import math
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -515,8 +517,6 @@ _PRIMITIVES_CHECKED_ELSEWHERE = {
 
 def _op_table_primitives():
     """The primitives of src/ir/op_table.def, by name."""
-    import pathlib
-    import re
     text = (pathlib.Path(__file__).resolve().parents[2] / "src" / "ir" / "op_table.def").read_text()
     return set(re.findall(r'^LZ_OP\(\w+, "(\w+)"', text, re.M))
 
@@ -524,7 +524,6 @@ def _op_table_primitives():
 def _recorded_primitives(case, rng):
     """The primitives a case records: its forward graph, and its backward graph when it has one.
     Dumps only: nothing is compiled or run."""
-    import re
     ts = [lz.tensor(spec.make(rng)) for spec in case.inputs]
     for t in ts:
         if case.grad and t.dtype in (lz.float32, lz.float64) and t.numel():
