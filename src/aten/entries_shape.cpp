@@ -460,6 +460,15 @@ void add_shape(TableBuilder& b) {
          .note = "to a Lazuli dtype on the CPU; float to int truncates; complex64/128 inside a "
                  "torch.compile partition",
          .flags = kComplex});
+  // Decompositions make it where a Python number reaches a graph as a 0-d float64 tensor (an
+  // optimizer's learning rate under dynamic=True): a cast, never a view.
+  b.add({"prims.convert_element_type.default"}, kAll,
+        [](const Args& a, Call&) -> Arg {
+          const Tensor& x = a[0].tensor();
+          return a[1].dtype() == x.dtype() ? x.clone() : x.to(a[1].dtype());  // never x itself
+        },
+        {.when = [](const Args& a) { return dtype_arg_refused(a[1]); },
+         .note = "to a Lazuli dtype: a cast"});
   b.add(
       {"aten.copy.default"}, kAll,
       [](const Args& a, Call&) -> Arg { return copied_from(a[0].tensor(), a[1].tensor()).clone(); },

@@ -96,6 +96,12 @@ LZ_ATEN_ROWS(Shape) {
        [=] { return Args{T({1.5}, {1}), none, layout("torch.strided"), device("cpu"), false, false,
                          none}; },
        {{kFloat32, {1}, {1.5}}}},
+      // A 0-d float64 learning rate cast for an optimizer's float32 update, and a cast to the
+      // same dtype, which still copies.
+      {"prims.convert_element_type.default", [] { return Args{T({-0.01}, {}, kFloat64), kFloat32}; },
+       {{kFloat32, {}, {-0.01}}}},
+      {"prims.convert_element_type.default", [] { return Args{T({2.5, -1}, {2}), kFloat32}; },
+       {{kFloat32, {2}, {2.5, -1}}}},
       {"aten.copy.default", [] { return Args{T({0, 0, 0, 0}, {2, 2}), iota({2}, kInt64), false}; },
        {{kFloat32, {2, 2}, {1, 2, 1, 2}}}},
       {"aten.copy_.default", [] { return Args{T({0, 0}, {2}, kInt32), T({2.5}, {}), false}; },
@@ -281,6 +287,9 @@ TEST(AtenShape, ConditionsNameTheirReasons) {
             "device cuda:0");
   EXPECT_EQ(why_not("aten._to_copy.default", {x, Arg::of_kind(Arg::Kind::ForeignDType, "int16"),
                                               none, none, none, false, none}),
+            "dtype int16 not supported");
+  EXPECT_EQ(why_not("prims.convert_element_type.default",
+                    {x, Arg::of_kind(Arg::Kind::ForeignDType, "int16")}),
             "dtype int16 not supported");
   EXPECT_EQ(why_not("aten.full.default", {L({2}), 1, none, layout("torch.sparse_coo"), none, none}),
             "layout torch.sparse_coo");

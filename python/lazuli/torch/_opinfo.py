@@ -140,6 +140,9 @@ NOT_IN_OPINFO = {
     "aten._unsafe_view.default": "aot_autograd's graphs only",
     "prims.fma.default": "inductor's decompositions of lerp and softmax_backward only; checked by "
                          "test_lowering_training's optimizer steps",
+    "prims.convert_element_type.default": "decompositions over a 0-d float64 graph input only (an "
+                                          "optimizer's learning rate under dynamic=True); checked "
+                                          "by test_compile_dynamic and the C++ rows",
 }
 # No sample's graph reaches these: PyTorch rewrites most into other overloads before any graph
 # exists (a Python scalar becomes the .Tensor overload, composites decompose at dispatch), and
