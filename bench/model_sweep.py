@@ -24,7 +24,10 @@ is cached between runs, nor between models):
   partitions FX graphs, Lazuli partitions and partition traces of the first call (counters)
   first call the first compiled call (dynamo + compile + run) of lazuli and of inductor
   steady     per-call time of eager, inductor and lazuli, inference and the training step,
-             candidates interleaved (round robin, rotated each round), median over rounds
+             candidates interleaved (round robin, rotated each round), median over rounds.
+             Sharing one process inflates eager's and inductor's times several-fold on small
+             models (bench/RESULTS.md 21.9): compare speed with bench/sweep_isolated.py, which
+             times each candidate in a process of its own
 
 Run (the torch venv of scripts/torch-venv.sh, timm included):
   PYTHONPATH=python <torch venv>/bin/python bench/model_sweep.py [--models a,b,...]
