@@ -135,12 +135,15 @@ std::optional<std::string> to_copy_when(const Args& a) {
   return factory_refused(rest, 1);
 }
 
+// x in `dtype`, always a new tensor: to() of x's own dtype may give x itself.
+Tensor copy_as(const Tensor& x, DType dtype) {
+  return dtype == x.dtype() ? x.clone() : x.to(dtype);
+}
+
 Arg to_copy_entry(const Args& a, Call&) {
   if (a[0].is_complex() || a[1].complex_dtype()) return complex_to_copy(a);
   const Tensor& x = a[0].tensor();
-  // to() of x's own dtype may give x itself; the op makes a copy.
-  if (a[1].is_none() || a[1].dtype() == x.dtype()) return x.clone();
-  return x.to(a[1].dtype());
+  return copy_as(x, a[1].is_none() ? x.dtype() : a[1].dtype());
 }
 
 // src cast to x's dtype and broadcast to its shape.
@@ -463,10 +466,7 @@ void add_shape(TableBuilder& b) {
   // Decompositions make it where a Python number reaches a graph as a 0-d float64 tensor (an
   // optimizer's learning rate under dynamic=True): a cast, never a view.
   b.add({"prims.convert_element_type.default"}, kAll,
-        [](const Args& a, Call&) -> Arg {
-          const Tensor& x = a[0].tensor();
-          return a[1].dtype() == x.dtype() ? x.clone() : x.to(a[1].dtype());  // never x itself
-        },
+        [](const Args& a, Call&) -> Arg { return copy_as(a[0].tensor(), a[1].dtype()); },
         {.when = [](const Args& a) { return dtype_arg_refused(a[1]); },
          .note = "to a Lazuli dtype: a cast"});
   b.add(
