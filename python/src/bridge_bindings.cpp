@@ -78,6 +78,54 @@ py::array numpy_view(const Tensor& t) {
   return py::array(numpy_dtype(t.dtype()), shape, data, base);
 }
 
+// One run of `p` over the memory of torch tensors (the torch.compile bridge's replay, once per
+// partition call): each input is device data over objects[i]'s memory, held by the object, as
+// _from_memory makes it, with the dtype and shape the program was compiled for. What this reads
+// of each object is its address, element count and contiguity (object.data_ptr(), .nbytes,
+// .is_contiguous()), in C++ rather than a Python loop: the bridge's own cost per input, which is
+// most of a small model's step. The caller chose the program by the tensors' dtypes, shapes and
+// layouts (the bridge's signature); an object whose byte count or layout differs from the input's
+// is a ValueError, never a read outside its memory.
+std::vector<Tensor> run_over(fe::WarmProgram& p, const py::list& objects,
+                             const std::vector<uint64_t>& content_ids) {
+  const std::vector<std::pair<lz::DType, lz::Shape>>& types = p.input_types();
+  if (objects.size() != types.size() ||
+      (!content_ids.empty() && content_ids.size() != types.size())) {
+    throw lz::ValueError("run_over: " + std::to_string(objects.size()) + " tensors and " +
+                         std::to_string(content_ids.size()) + " content ids for a program of " +
+                         std::to_string(types.size()) + " inputs");
+  }
+  std::vector<Tensor> inputs;
+  inputs.reserve(types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    py::handle o = objects[i];
+    const auto& [dtype, shape] = types[i];
+    size_t want = lz::dtype_size(dtype);
+    for (int64_t d : shape) want *= static_cast<size_t>(d);
+    if (o.attr("nbytes").cast<size_t>() != want || !o.attr("is_contiguous")().cast<bool>()) {
+      throw lz::ValueError("run_over: tensor " + std::to_string(i) +
+                           " is not a contiguous block of " + std::to_string(want) +
+                           " bytes, as the program's input " + std::string(lz::dtype_name(dtype)) +
+                           lz::shape_str(shape) + " is");
+    }
+    auto address = o.attr("data_ptr")().cast<uintptr_t>();
+    inputs.push_back(fe::external_device_data(reinterpret_cast<void*>(address), dtype, shape,
+                                              python_owner(py::reinterpret_borrow<py::object>(o)),
+                                              content_ids.empty() ? 0 : content_ids[i]));
+  }
+  py::gil_scoped_release release;
+  return p.run(inputs);
+}
+
+// Numpy arrays over the tensors' buffers, as _numpy_view makes each: one call for a partition's
+// outputs, which one program computes, so the first read waits for them all.
+std::vector<py::array> numpy_views(const std::vector<Tensor>& ts) {
+  std::vector<py::array> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(numpy_view(t));
+  return out;
+}
+
 }  // namespace
 
 void bind_bridge(py::module_& m) {
@@ -98,6 +146,8 @@ void bind_bridge(py::module_& m) {
         "The bytes a lent content id named may change: drop what was derived from them.");
   m.def("_numpy_view", &numpy_view, py::arg("tensor"),
         "A writable numpy array over the tensor's Lazuli buffer (no copy); it keeps the buffer.");
+  m.def("_numpy_views", &numpy_views, py::arg("tensors"),
+        "_numpy_view of each tensor, in one call.");
   // Waits for the tensor's producer without the GIL.
   m.def("_buffer_address", &fe::device_data_address, py::arg("tensor"),
         py::call_guard<py::gil_scoped_release>());
@@ -116,6 +166,11 @@ void bind_bridge(py::module_& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("run", &fe::WarmProgram::run, py::arg("inputs"),
            py::call_guard<py::gil_scoped_release>())
+      .def("run_over", &run_over, py::arg("tensors"),
+           py::arg("content_ids") = std::vector<uint64_t>{},
+           "run() on device data over the memory of torch tensors (contiguous, of the inputs' "
+           "dtypes and shapes), each held by its tensor; content_ids: lent ids, one per tensor, or "
+           "none")
       .def_property_readonly("hash", &fe::WarmProgram::hash_hex)
       .def_property_readonly("num_constants", &fe::WarmProgram::num_constants);
 }

@@ -215,6 +215,10 @@ std::string WarmProgram::hash_hex() const { return p_->hash().hex(); }
 
 size_t WarmProgram::num_constants() const { return p_->num_constants(); }
 
+const std::vector<std::pair<DType, Shape>>& WarmProgram::input_types() const {
+  return p_->input_types();
+}
+
 // ---- debugging and tests ----
 
 std::vector<CutInfo> recent_cuts() {

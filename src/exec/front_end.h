@@ -162,6 +162,7 @@ class WarmProgram {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   std::string hash_hex() const;
   size_t num_constants() const;
+  const std::vector<std::pair<DType, Shape>>& input_types() const;
 
  private:
   std::unique_ptr<lz::WarmProgram> p_;

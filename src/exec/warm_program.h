@@ -42,6 +42,8 @@ class WarmProgram {
 
   const Hash128& hash() const { return cap_.program.hash; }
   size_t num_constants() const;  // parameters that are the recording's constants
+  // The dtype and shape each input must have (the stand-ins').
+  const std::vector<std::pair<DType, Shape>>& input_types() const { return input_types_; }
 
  private:
   std::string name_;

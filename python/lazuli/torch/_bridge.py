@@ -320,16 +320,27 @@ def _is_view_of(view, args, out) -> bool:
 
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
-    __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts")
+    __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts", "tensor_args",
+                 "reshaped", "n_run", "read_bf16")
 
-    def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None):
+    def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None,
+                 tensor_args=None, n_run=0, read_bf16=False):
         self.program = program    # _C._WarmProgram, or None when no output needs computing
         self.spec = spec          # the output structure (torch.utils._pytree spec)
         self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("view", i, chain)
         #                           | ("const", tensor) | ("value", v)
         self.writebacks = writebacks  # [(arg index, program output k)]: inputs updated in place
         self.keyed = keyed        # the program's last input is a random key (fresh_key)
-        self.layouts = layouts    # per argument: layout_of (None for non-tensors)
+        self.layouts = layouts or []  # per argument: layout_of (None for non-tensors)
+        # The arguments that are the program's inputs, in order (None: every argument is).
+        self.tensor_args = tensor_args
+        # (input position, layout) of the inputs that cross other than as they are: a permuted
+        # dense tensor as its dense block, anything else non-contiguous as a contiguous copy.
+        inputs = range(len(self.layouts)) if tensor_args is None else tensor_args
+        self.reshaped = [(j, self.layouts[i]) for j, i in enumerate(inputs)
+                         if self.layouts[i] is not None]
+        self.n_run = n_run        # program outputs 0..n_run-1 are ("run", k) outputs
+        self.read_bf16 = read_bf16  # one of them is bfloat16 (it leaves as a copy: to_torch)
 
 
 class LazuliPartition(torch.nn.Module):
@@ -428,7 +439,10 @@ class LazuliPartition(torch.nn.Module):
             return None
         finally:
             del stand_ins, inputs, key
-        return _Traced(program, spec, outputs, writebacks, keyed, layouts)
+        n_run = len(pending) - len(writebacks)
+        return _Traced(program, spec, outputs, writebacks, keyed, layouts,
+                       tensor_args=None if len(arg_of_input) == len(args) else arg_of_input,
+                       n_run=n_run, read_bf16=any(o.dtype == lz.bfloat16 for o in pending[:n_run]))
 
     def _run(self, traced: _Traced, args):
         try:
@@ -469,20 +483,38 @@ class LazuliPartition(torch.nn.Module):
         return "\n".join(rows)
 
     def _run_program(self, traced: _Traced, args):
-        results = []
+        results = torched = ()
         if traced.program is not None:
-            layouts, lent = traced.layouts, self.lent_ids
-            inputs = [to_lazuli(_shared(a, layouts[i]),
-                                lent.id_for(a) if lent is not None and
-                                isinstance(a, torch.nn.Parameter) else 0)
-                      for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            # The program's inputs are the tensor arguments' memory, read in one C++ call
+            # (run_over): the signature that chose `traced` vouches for their dtypes, shapes and
+            # layouts, and run_over checks each tensor's size and contiguity again.
+            inputs = list(args) if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
+            for j, layout in traced.reshaped:
+                if isinstance(layout, tuple):
+                    inputs[j] = inputs[j].permute(layout)  # the dense block of a permuted tensor
+                else:
+                    inputs[j] = inputs[j].contiguous()
+                    _C._bump_counter("TorchInputCopy", 1)
+            ids = ()
+            if self.lent_ids is not None:
+                lent = self.lent_ids
+                ids = [lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0
+                       for a in (args if traced.tensor_args is None
+                                 else [args[i] for i in traced.tensor_args])]
             if traced.keyed:
-                inputs.append(to_lazuli(fresh_key()))
-            results = traced.program.run(inputs)
+                inputs.append(fresh_key())
+                ids = list(ids) + [0] if ids else ids
+            results = traced.program.run_over(inputs, ids)
+            del inputs
+            ran = results[:traced.n_run]
+            if traced.read_bf16:
+                torched = [to_torch(r) for r in ran]
+            else:  # one wait for the program, then a view of each output's buffer
+                torched = [torch.from_numpy(a) for a in _C._numpy_views(ran)]
         flat = []
         for kind, v, *rest in traced.outputs:
             if kind == "run":
-                flat.append(to_torch(results[v]))
+                flat.append(torched[v])
             elif kind == "arg":
                 flat.append(args[v])
             elif kind == "view":

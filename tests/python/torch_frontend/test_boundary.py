@@ -82,3 +82,47 @@ def test_a_numpy_that_misreads_lazulis_buffers_fails_the_import_instead_of_the_r
         np.ones(1, dtype=np.float32), shape=(4,), strides=(0,)))
     with pytest.raises(ImportError, match=r"does not read Lazuli's buffers correctly"):
         _boundary.check_numpy_interop()
+
+
+def _sum_program(shapes):
+    """A warm program over stand-ins of `shapes` (float32) computing their sum, as the bridge
+    compiles a partition."""
+    stand_ins = [to_lazuli(torch.zeros(s)) for s in shapes]
+    program = lz._C._WarmProgram(stand_ins, "test", "torch-compile")
+    out = stand_ins[0]
+    for s in stand_ins[1:]:
+        out = out + s
+    program.compile([out])
+    return program
+
+
+def test_run_over_reads_the_torch_tensors_memory_on_every_run():
+    program = _sum_program([(2, 3), (2, 3)])
+    a, b = torch.ones(2, 3), torch.full((2, 3), 2.0)
+    (out,) = lz._C._numpy_views(program.run_over([a, b]))
+    np.testing.assert_array_equal(out, np.full((2, 3), 3.0))
+    b.fill_(5.0)  # the same tensors, new values: the next run reads them
+    (out,) = lz._C._numpy_views(program.run_over([a, b]))
+    np.testing.assert_array_equal(out, np.full((2, 3), 6.0))
+
+
+def test_run_over_holds_its_tensors_until_the_run_is_done():
+    program = _sum_program([(1000,), (1000,)])
+    results = program.run_over([torch.ones(1000), torch.arange(1000, dtype=torch.float32)])
+    gc.collect()  # the temporaries' only holder is the run
+    assert float(lz._C._numpy_views(results)[0].sum()) == 1000 + 499500
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: torch.ones(4, 3),                  # another size
+    lambda: torch.ones(3, 2).t(),              # not one dense block
+    lambda: torch.ones(2, 1).expand(2, 3),     # 6 elements over 2 in memory
+], ids=["size", "transposed", "expanded"])
+def test_run_over_refuses_a_tensor_that_is_not_the_inputs_block(bad):
+    program = _sum_program([(2, 3), (2, 3)])
+    with pytest.raises(ValueError, match="run_over: tensor 1 is not a contiguous block of 24 bytes"):
+        program.run_over([torch.ones(2, 3), bad()])
+    with pytest.raises(ValueError, match="2 tensors and 1 content ids"):
+        program.run_over([torch.ones(2, 3), torch.ones(2, 3)], [0])
+    (out,) = lz._C._numpy_views(program.run_over([torch.ones(2, 3), torch.ones(2, 3)]))
+    np.testing.assert_array_equal(out, np.full((2, 3), 2.0))  # the program still runs
