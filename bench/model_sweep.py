@@ -25,9 +25,11 @@ is cached between runs, nor between models):
   first call the first compiled call (dynamo + compile + run) of lazuli and of inductor
   steady     per-call time of eager, inductor and lazuli, inference and the training step,
              candidates interleaved (round robin, rotated each round), median over rounds.
-             Sharing one process inflates eager's and inductor's times several-fold on small
-             models (bench/RESULTS.md 21.9): compare speed with bench/sweep_isolated.py, which
-             times each candidate in a process of its own
+             OpenMP's wait policy is left as the caller has it (unset: OpenMP's default, what
+             users run): OMP_WAIT_POLICY=PASSIVE, which this sweep set before 2026-12-06, makes
+             every small ATen op of eager and inductor wake PyTorch's OpenMP team from sleep, and
+             made them 3x slower on the tiny transformers (bench/RESULTS.md 23).
+             bench/sweep_isolated.py times each candidate in a process of its own instead
 
 Run (the torch venv of scripts/torch-venv.sh, timm included):
   PYTHONPATH=python <torch venv>/bin/python bench/model_sweep.py [--models a,b,...]
@@ -633,7 +635,6 @@ def _lazuli_path():
 def run_worker_process(name, args):
     cache = tempfile.mkdtemp(prefix="model_sweep_")
     env = dict(os.environ)
-    env["OMP_WAIT_POLICY"] = "PASSIVE"  # MACHINE.md: idle OpenMP threads spin next to others
     env["LAZULI_NUM_THREADS"] = str(args.threads)
     env["LAZULI_CACHE_DIR"] = os.path.join(cache, "lazuli")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")

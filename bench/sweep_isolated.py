@@ -1,13 +1,12 @@
 """bench/model_sweep.py's steady-state timings, with each candidate alone in its own process.
 
 model_sweep.py times eager, inductor and Lazuli interleaved in one process, so that they share
-the machine's noise. But they also share the process: after inductor's calls, eager's ran 2x
-slower in one measurement (BertForMaskedLM, 1.39 ms alone, 2.9 ms right after inductor), and the
-sweep's quiet figures for eager and inductor on small models are several times their figures in
-a process of their own. This script measures the same models and the same inputs
-(model_sweep.build), one process per candidate and model, one after another, and prints those
-steady times beside each other: inference (no_grad) and the training step (model_sweep.train_step,
-compiled whole).
+the machine's noise. This script measures the same models and the same inputs (model_sweep.build)
+with one process per candidate and model, one after another, and prints those steady times
+beside each other: inference (no_grad) and the training step (model_sweep.train_step, compiled
+whole). It is the cross-check that found the sweep's bias of RESULTS.md 21.9, whose cause was the
+OMP_WAIT_POLICY=PASSIVE the sweep set for its workers, not the shared process (RESULTS.md 23):
+this script leaves the policy as the caller has it, as the sweep does now.
 
 Run: PYTHONPATH=python <torch venv>/bin/python bench/sweep_isolated.py --models a,b [--rounds 5]
 """

@@ -234,7 +234,8 @@ class Driver:
 
     def env(self, cache_root=None):
         e = dict(os.environ)
-        e["OMP_WAIT_POLICY"] = "PASSIVE"  # MACHINE.md: idle OpenMP threads spin next to others
+        # OMP_WAIT_POLICY stays as the caller has it (OpenMP's default when unset): PASSIVE makes
+        # PyTorch's small ops wake its OpenMP team from sleep every time (RESULTS.md 23).
         e["LAZULI_NUM_THREADS"] = str(self.args.threads)
         e["PJRT_DEVICE"] = "CPU"
         e["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + e.get("PYTHONPATH", "")
