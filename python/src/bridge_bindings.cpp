@@ -105,8 +105,7 @@ std::vector<Tensor> run_over(fe::WarmProgram& p, const py::list& objects,
   for (size_t i = 0; i < types.size(); ++i) {
     py::handle o = objects[i];
     const auto& [dtype, shape] = types[i];
-    size_t want = lz::dtype_size(dtype);
-    for (int64_t d : shape) want *= static_cast<size_t>(d);
+    const size_t want = static_cast<size_t>(lz::numel(shape)) * lz::dtype_size(dtype);
     if (o.attr("nbytes").cast<size_t>() != want || !o.attr("is_contiguous")().cast<bool>()) {
       throw lz::ValueError("run_over: tensor " + std::to_string(i) +
                            " is not a contiguous block of " + std::to_string(want) +

@@ -488,22 +488,21 @@ class LazuliPartition(torch.nn.Module):
             # The program's inputs are the tensor arguments' memory, read in one C++ call
             # (run_over): the signature that chose `traced` vouches for their dtypes, shapes and
             # layouts, and run_over checks each tensor's size and contiguity again.
-            inputs = list(args) if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
+            tensors = args if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
+            inputs = list(tensors)
             for j, layout in traced.reshaped:
                 if isinstance(layout, tuple):
-                    inputs[j] = inputs[j].permute(layout)  # the dense block of a permuted tensor
+                    inputs[j] = _shared(inputs[j], layout)
                 else:
                     inputs[j] = inputs[j].contiguous()
                     _C._bump_counter("TorchInputCopy", 1)
-            ids = ()
-            if self.lent_ids is not None:
-                lent = self.lent_ids
-                ids = [lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0
-                       for a in (args if traced.tensor_args is None
-                                 else [args[i] for i in traced.tensor_args])]
+            lent = self.lent_ids
+            ids = [] if lent is None else [
+                lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0 for a in tensors]
             if traced.keyed:
                 inputs.append(fresh_key())
-                ids = list(ids) + [0] if ids else ids
+                if ids:
+                    ids.append(0)
             results = traced.program.run_over(inputs, ids)
             del inputs
             ran = results[:traced.n_run]
