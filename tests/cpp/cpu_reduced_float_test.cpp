@@ -264,6 +264,37 @@ TEST_F(CpuReducedFloat, AHalfElementwiseChainRunsAsCompiledKernelsWithoutFallbac
   EXPECT_EQ(counter("fallback::mul"), 0);
 }
 
+// The vectorizer widens a float16 loop to 16 lanes, and calls glibc's 16-lane math variants only
+// where the host has AVX-512 (on an AVX2 host they were offered anyway, and such a kernel died of
+// SIGILL). The compiled kernels call libmvec, the reference libm: equal within a float16 unit.
+TEST_F(CpuReducedFloat, TranscendentalsOf16BitDataRunOnWhateverVectorWidthTheHostHas) {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> u(0.1f, 1.5f);
+  std::vector<float> v(4096);
+  for (float& x : v) x = u(gen);
+  auto program = [&] {
+    std::vector<Tensor> outs;
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+      Tensor x = cast(tensor<float>(v, {64, 64}), dt);
+      outs.push_back(x.exp());
+      outs.push_back(x.log());
+      outs.push_back(x.tanh());
+    }
+    return outs;
+  };
+  const auto ref = run_on("interp", program), got = run_on("cpu", program);
+  ASSERT_EQ(ref.size(), got.size());
+  for (size_t k = 0; k < ref.size(); ++k) {
+    ASSERT_EQ(ref[k].size(), got[k].size());
+    const float unit = k < 3 ? 0x1p-10f : 0x1p-7f;  // float16's, then bfloat16's
+    for (size_t e = 0; e < ref[k].size(); ++e) {
+      const float r = bits_float(static_cast<uint32_t>(ref[k][e]));
+      const float g = bits_float(static_cast<uint32_t>(got[k][e]));
+      ASSERT_LE(std::fabs(g - r), unit * std::fabs(r)) << "output " << k << " element " << e;
+    }
+  }
+}
+
 TEST_F(CpuReducedFloat, MovementAndIndexOpsOn16BitDataAreCompiledAsTheReference) {
   std::mt19937 gen(9);
   std::normal_distribution<float> n;

@@ -141,7 +141,11 @@ T take(llvm::Expected<T> v, const char* what) {
   return std::move(*v);
 }
 
-std::vector<llvm::VecDesc> libmvec_table() {
+// glibc's vector math functions the vectorizer may call, for the vector widths the host runs:
+// the AVX2 variants ('d': 8 floats, 4 doubles) where it has AVX2, the AVX-512 ones ('e': 16
+// floats, 8 doubles) only where it has AVX-512F. Offered a 16-lane variant on an AVX2 host, LLVM
+// calls it for a loop it vectorizes 16 wide (float16 data does): an illegal instruction there.
+std::vector<llvm::VecDesc> libmvec_table(bool avx2, bool avx512) {
   static std::vector<std::string>* names = new std::vector<std::string>();  // VecDesc holds refs
   std::vector<llvm::VecDesc> out;
   if (names->empty()) {
@@ -159,7 +163,9 @@ std::vector<llvm::VecDesc> libmvec_table() {
     }
   }
   const unsigned vf[4] = {8, 16, 4, 8};
+  const bool wanted[4] = {avx2, avx512, avx2, avx512};
   for (size_t i = 0; i < names->size(); i += 2) {
+    if (!wanted[(i / 2) % 4]) continue;
     out.push_back({(*names)[i], (*names)[i + 1],
                    llvm::ElementCount::getFixed(vf[(i / 2) % 4])});
   }
@@ -195,7 +201,10 @@ void optimize(llvm::Module& m, llvm::TargetMachine* tm) {
   pto.SLPVectorization = true;
   llvm::PassBuilder pb(tm, pto);
   llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
-  static const std::vector<llvm::VecDesc> table = libmvec_table();
+  static const std::vector<llvm::VecDesc> table = [&] {
+    const llvm::StringRef features = tm->getTargetFeatureString();
+    return libmvec_table(features.contains("+avx2"), features.contains("+avx512f"));
+  }();
   tlii.addVectorizableFunctions(table);
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
   pb.registerModuleAnalyses(mam);
