@@ -65,6 +65,11 @@ void resume_after_interrupt(const std::function<void()>& work);
 // A value read: scheduled without the GIL (a first read may compile for seconds while other
 // Python threads go on), then waited for in slices, so Ctrl-C works; finished (its error raised).
 fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason);
+// read_interruptibly of each tensor, with one release of the GIL to schedule them all and one
+// per wait that blocks: a replay's outputs, which one program computes, so the first wait is the
+// only one (each read's own release and wait cost more than the read).
+std::vector<fe::PendingRead> read_all_interruptibly(const std::vector<lz::Tensor>& ts,
+                                                    lz::CutReason reason);
 // numpy's dtype for `t` (TypeError for bfloat16, which numpy lacks).
 py::dtype numpy_dtype(lz::DType t);
 // t's value as a new numpy array (a value read).

@@ -74,18 +74,25 @@ lz::DType dtype_of_code(int code) {
 
 // The tensor's value as a writable numpy array over its Lazuli buffer (a value read when it is
 // not computed yet). The array holds the buffer, so the buffer is never donated while it lives.
-py::array numpy_view(const Tensor& t) {
-  fe::PendingRead r = read_interruptibly(t, lz::CutReason::ValueRead);
+// raw_bf16: a bfloat16 tensor's view is a uint16 array over the same bits (numpy has no
+// bfloat16; torch views it back with .view(torch.bfloat16)); otherwise it is a TypeError.
+py::array numpy_view_of(const Tensor& t, const fe::PendingRead& r, bool raw_bf16) {
+  py::dtype dt = raw_bf16 && t.dtype() == lz::DType::BFloat16 ? py::dtype::of<uint16_t>()
+                                                              : numpy_dtype(t.dtype());
   void* data = r.expose_host_memory("numpy view");
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   auto* keep = new std::shared_ptr<const void>(r.keep_alive());
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); });
-  return py::array(numpy_dtype(t.dtype()), shape, data, base);
+  return py::array(dt, shape, data, base);
+}
+
+py::array numpy_view(const Tensor& t, bool raw_bf16) {
+  return numpy_view_of(t, read_interruptibly(t, lz::CutReason::ValueRead), raw_bf16);
 }
 
 // One run of `p` over the memory of torch tensors (the torch.compile bridge's replay, once per
-// partition call): each input is device data over objects[i]'s memory, held by the object, as
-// _from_memory makes it, with the dtype and shape the program was compiled for. What this reads
+// partition call): each input is objects[i]'s memory, read as the dtype and shape the program was
+// compiled for, with no Lazuli tensor made for it (WarmProgram::run_external). What this reads
 // of each object is its address, element count and contiguity (object.data_ptr(), .nbytes,
 // .is_contiguous()), in C++ rather than a Python loop: the bridge's own cost per input, which is
 // most of a small model's step. The caller chose the program by the tensors' dtypes, shapes and
@@ -100,33 +107,44 @@ std::vector<Tensor> run_over(fe::WarmProgram& p, const py::list& objects,
                          std::to_string(content_ids.size()) + " content ids for a program of " +
                          std::to_string(types.size()) + " inputs");
   }
-  std::vector<Tensor> inputs;
-  inputs.reserve(types.size());
+  // Interned once, never freed (they outlive the interpreter's teardown): a replay reads three
+  // attributes of every input on every call.
+  static const py::handle nbytes_name = PyUnicode_InternFromString("nbytes");
+  static const py::handle contiguous_name = PyUnicode_InternFromString("is_contiguous");
+  static const py::handle data_ptr_name = PyUnicode_InternFromString("data_ptr");
+  // One owner holds every input's tensor (a tuple of them, which the caller cannot change) until
+  // the run has read them; a donated input, whose memory lives on as an output's, has its own.
+  py::tuple held = py::reinterpret_steal<py::tuple>(PySequence_Tuple(objects.ptr()));
+  if (!held) throw py::error_already_set();
+  std::shared_ptr<void> shared_owner = python_owner(held);
+  std::vector<lz::ExternalInput> inputs(types.size());
   for (size_t i = 0; i < types.size(); ++i) {
-    py::handle o = objects[i];
+    py::handle o = PyTuple_GET_ITEM(held.ptr(), static_cast<py::ssize_t>(i));
     const auto& [dtype, shape] = types[i];
     const size_t want = static_cast<size_t>(lz::numel(shape)) * lz::dtype_size(dtype);
-    if (o.attr("nbytes").cast<size_t>() != want || !o.attr("is_contiguous")().cast<bool>()) {
+    if (o.attr(nbytes_name).cast<size_t>() != want || !o.attr(contiguous_name)().cast<bool>()) {
       throw lz::ValueError("run_over: tensor " + std::to_string(i) +
                            " is not a contiguous block of " + std::to_string(want) +
                            " bytes, as the program's input " + std::string(lz::dtype_name(dtype)) +
                            lz::shape_str(shape) + " is");
     }
-    auto address = o.attr("data_ptr")().cast<uintptr_t>();
-    inputs.push_back(fe::external_device_data(reinterpret_cast<void*>(address), dtype, shape,
-                                              python_owner(py::reinterpret_borrow<py::object>(o)),
-                                              content_ids.empty() ? 0 : content_ids[i]));
+    lz::ExternalInput& in = inputs[i];
+    in.data = reinterpret_cast<void*>(o.attr(data_ptr_name)().cast<uintptr_t>());
+    in.owner =
+        p.donates_input(i) ? python_owner(py::reinterpret_borrow<py::object>(o)) : shared_owner;
+    in.content_id = content_ids.empty() ? 0 : content_ids[i];
   }
   py::gil_scoped_release release;
-  return p.run(inputs);
+  return p.run_external(inputs);
 }
 
 // Numpy arrays over the tensors' buffers, as _numpy_view makes each: one call for a partition's
 // outputs, which one program computes, so the first read waits for them all.
-std::vector<py::array> numpy_views(const std::vector<Tensor>& ts) {
+std::vector<py::array> numpy_views(const std::vector<Tensor>& ts, bool raw_bf16) {
+  std::vector<fe::PendingRead> reads = read_all_interruptibly(ts, lz::CutReason::ValueRead);
   std::vector<py::array> out;
   out.reserve(ts.size());
-  for (const Tensor& t : ts) out.push_back(numpy_view(t));
+  for (size_t i = 0; i < ts.size(); ++i) out.push_back(numpy_view_of(ts[i], reads[i], raw_bf16));
   return out;
 }
 
@@ -148,10 +166,11 @@ void bind_bridge(py::module_& m) {
         "A content id to lend with external memory whose every write the caller sees.");
   m.def("_retire_content_id", &fe::retire_content_id, py::arg("id"),
         "The bytes a lent content id named may change: drop what was derived from them.");
-  m.def("_numpy_view", &numpy_view, py::arg("tensor"),
-        "A writable numpy array over the tensor's Lazuli buffer (no copy); it keeps the buffer.");
-  m.def("_numpy_views", &numpy_views, py::arg("tensors"),
-        "_numpy_view of each tensor, in one call.");
+  m.def("_numpy_view", &numpy_view, py::arg("tensor"), py::arg("raw_bfloat16") = false,
+        "A writable numpy array over the tensor's Lazuli buffer (no copy); it keeps the buffer. "
+        "raw_bfloat16: a bfloat16 tensor's array is uint16 over its bits (else a TypeError).");
+  m.def("_numpy_views", &numpy_views, py::arg("tensors"), py::arg("raw_bfloat16") = false,
+        "_numpy_view of each tensor, in one call (one wait).");
   // Waits for the tensor's producer without the GIL.
   m.def("_buffer_address", &fe::device_data_address, py::arg("tensor"),
         py::call_guard<py::gil_scoped_release>());

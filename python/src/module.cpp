@@ -92,14 +92,11 @@ std::vector<lz::UserFrame> python_frames(int max_frames) {
 
 }  // namespace
 
-fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason) {
-  fe::PendingRead r;
-  resume_after_interrupt([&] {
-    // Whatever needs Python on the way (the user's frames) takes the GIL itself.
-    py::gil_scoped_release release;
-    r = fe::schedule_read(t, reason);
-  });
-  for (;;) {
+namespace {
+// Waits for `r` in slices without the GIL, so Ctrl-C works; a read already computed returns at
+// once, with the GIL kept.
+void wait_interruptibly(const fe::PendingRead& r) {
+  while (!r.wait_for_ms(0)) {
     bool done;
     {
       py::gil_scoped_release release;
@@ -108,8 +105,33 @@ fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason) {
     if (done) break;
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+}
+}  // namespace
+
+fe::PendingRead read_interruptibly(const lz::Tensor& t, lz::CutReason reason) {
+  fe::PendingRead r;
+  resume_after_interrupt([&] {
+    // Whatever needs Python on the way (the user's frames) takes the GIL itself.
+    py::gil_scoped_release release;
+    r = fe::schedule_read(t, reason);
+  });
+  wait_interruptibly(r);
   r.finish();
   return r;
+}
+
+std::vector<fe::PendingRead> read_all_interruptibly(const std::vector<lz::Tensor>& ts,
+                                                    lz::CutReason reason) {
+  std::vector<fe::PendingRead> reads;
+  resume_after_interrupt([&] {
+    reads.clear();  // a resumed compile schedules them all again
+    py::gil_scoped_release release;
+    reads.reserve(ts.size());
+    for (const lz::Tensor& t : ts) reads.push_back(fe::schedule_read(t, reason));
+  });
+  for (const fe::PendingRead& r : reads) wait_interruptibly(r);
+  for (const fe::PendingRead& r : reads) r.finish();
+  return reads;
 }
 
 py::dtype numpy_dtype(lz::DType t) {

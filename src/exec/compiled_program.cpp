@@ -51,13 +51,11 @@ bool restore_root(BufferSlot& out, const SlotPtr& before, const std::shared_ptr<
   return true;
 }
 
-void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
+void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts& facts,
                  const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
-                 const std::vector<std::pair<DType, Shape>>& root_types,
                  const std::vector<std::pair<int, int>>& donations,
-                 const std::vector<SlotPtr>& restore, const NodeOrigins& origins,
-                 const std::string& collectives, const std::string& site,
-                 const std::shared_ptr<Execution>& exec) {
+                 const std::vector<SlotPtr>& restore, const std::shared_ptr<Execution>& exec) {
+  const auto& [root_types, origins, collectives, site] = facts;
   std::vector<std::shared_ptr<Storage>> outs(outputs.size());
   std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
   std::exception_ptr error;
@@ -95,7 +93,7 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
     std::vector<Storage*> raw(outs.size());
     for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
     try {
-      exe->run(ps, raw);
+      exe.run(ps, raw);
       failed.assign(outputs.size(), false);
     } catch (const PartialRunFailure& f) {
       failed = f.root_failed;
@@ -164,28 +162,31 @@ void run_program(const std::shared_ptr<Executable>& exe, const Hash128& hash,
 
 ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<BufferPtr>& params,
                           std::vector<std::pair<int, int>> donations, const BindOutputs& bind) {
-  ScheduledRun run{std::make_shared<Execution>(), {}};
-  run.outputs.reserve(program.root_types.size());
-  for (const auto& [dt, shape] : program.root_types) {
-    run.outputs.push_back(std::make_shared<DeviceBuffer>(dt, shape, run.exec));
-  }
-  std::vector<SlotPtr> restore = bind ? bind(run.outputs) : std::vector<SlotPtr>{};
   std::vector<SlotPtr> param_slots;
   param_slots.reserve(params.size());
   for (const BufferPtr& b : params) param_slots.push_back(b->slot());
+  return run_compiled(program, std::move(param_slots), std::move(donations), bind);
+}
+
+ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> param_slots,
+                          std::vector<std::pair<int, int>> donations, const BindOutputs& bind) {
+  ScheduledRun run{std::make_shared<Execution>(), {}};
+  const ProgramFacts& facts = *program.facts;
+  run.outputs.reserve(facts.root_types.size());
+  for (const auto& [dt, shape] : facts.root_types) {
+    run.outputs.push_back(std::make_shared<DeviceBuffer>(dt, shape, run.exec));
+  }
+  std::vector<SlotPtr> restore = bind ? bind(run.outputs) : std::vector<SlotPtr>{};
   std::vector<SlotPtr> output_slots;
   output_slots.reserve(run.outputs.size());
   for (const BufferPtr& b : run.outputs) output_slots.push_back(b->slot());
   // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
   // change the use counts that donation decisions read.
   device_executor().schedule(
-      run.exec, [exe = program.exe, hash = program.hash, params = std::move(param_slots),
-                 outputs = std::move(output_slots), root_types = program.root_types,
-                 donations = std::move(donations), restore = std::move(restore),
-                 origins = program.origins, collectives = program.collectives, site = program.site,
-                 exec = run.exec] {
-        run_program(exe, hash, params, outputs, root_types, donations, restore, origins, collectives,
-                    site, exec);
+      run.exec, [exe = program.exe, hash = program.hash, facts = program.facts,
+                 params = std::move(param_slots), outputs = std::move(output_slots),
+                 donations = std::move(donations), restore = std::move(restore), exec = run.exec] {
+        run_program(*exe, hash, *facts, params, outputs, donations, restore, exec);
       });
   return run;
 }
@@ -195,7 +196,7 @@ void note_replay(const CompiledProgram& program, size_t inputs, const std::strin
   record.reason = CutReason::CaptureReplay;
   record.hash = program.hash;
   record.inputs = inputs;
-  record.outputs = program.root_types.size();
+  record.outputs = program.facts->root_types.size();
   record.name = name;
   if (config().debug > 0) {  // a replay never compiles: only the execution log shows it
     record.frames = user_frames(config().debug_max_frame);

@@ -20,11 +20,9 @@ namespace lz {
 // run-time error names what the user called and where.
 using NodeOrigins = std::vector<std::pair<int, ir::Origin>>;
 
-// What running a compiled program needs besides its parameters. Holding one keeps the executable
-// alive: a compile-cache eviction never affects it.
-struct CompiledProgram {
-  Hash128 hash;
-  std::shared_ptr<Executable> exe;
+// What a compiled program's runs read besides the executable, fixed when it is compiled and
+// shared by every run (a replay schedules one per call: nothing here is copied per run).
+struct ProgramFacts {
   std::vector<std::pair<DType, Shape>> root_types;  // per output, in root order
   NodeOrigins origins;
   // The program's collectives in order ("all_reduce float32[16, 5] sum; ..."; empty: none) and
@@ -32,6 +30,14 @@ struct CompiledProgram {
   // same collectives (dist/process_group.h check_same_collectives).
   std::string collectives;
   std::string site;
+};
+
+// What running a compiled program needs besides its parameters. Holding one keeps the executable
+// alive: a compile-cache eviction never affects it.
+struct CompiledProgram {
+  Hash128 hash;
+  std::shared_ptr<Executable> exe;
+  std::shared_ptr<const ProgramFacts> facts;  // never null once compiled
 };
 
 struct ScheduledRun {
@@ -48,6 +54,11 @@ using BindOutputs = std::function<std::vector<SlotPtr>(const std::vector<BufferP
 // executor thread and returns at once. The caller holds lock_executor() (exec/graph_executor.h).
 // A donated pair (parameter, output) computes the output into the parameter's memory.
 ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<BufferPtr>& params,
+                          std::vector<std::pair<int, int>> donations = {},
+                          const BindOutputs& bind = {});
+// The same over the parameters' slots (what a run reads of a parameter): a replay over external
+// memory makes a slot per input and no DeviceBuffer.
+ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> params,
                           std::vector<std::pair<int, int>> donations = {},
                           const BindOutputs& bind = {});
 

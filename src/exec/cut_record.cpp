@@ -5,13 +5,13 @@
 namespace lz {
 void CutLog::add(CutRecord r) {
   std::lock_guard<std::mutex> l(mu_);
-  if (records_.size() == kKeep) records_.erase(records_.begin());
+  if (records_.size() == kKeep) records_.pop_front();
   records_.push_back(std::move(r));
 }
 
 std::vector<CutRecord> CutLog::recent() const {
   std::lock_guard<std::mutex> l(mu_);
-  return records_;
+  return {records_.begin(), records_.end()};
 }
 
 void CutLog::clear() {

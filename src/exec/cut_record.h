@@ -3,6 +3,7 @@
 // user's frames outside the library; executions ask it for one frame, or for
 // LAZULI_DEBUG_MAX_FRAME frames when debugging. The last kKeep records are kept for debug APIs.
 #pragma once
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ class CutLog {
 
  private:
   mutable std::mutex mu_;  // guards records_
-  std::vector<CutRecord> records_;
+  std::deque<CutRecord> records_;  // a replay adds one per call: no shifting of the rest
 };
 
 CutLog& cut_log();

@@ -211,6 +211,12 @@ void WarmProgram::compile(const std::vector<Tensor>& outputs,
 
 std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) { return p_->run(inputs); }
 
+std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& inputs) {
+  return p_->run_external(inputs);
+}
+
+bool WarmProgram::donates_input(size_t i) const { return p_->donates_input(i); }
+
 std::string WarmProgram::hash_hex() const { return p_->hash().hex(); }
 
 size_t WarmProgram::num_constants() const { return p_->num_constants(); }

@@ -22,6 +22,7 @@
 #include "core/debug_write.h"           // debug_write: the LAZULI_DEBUG sink, std types only
 #include "core/shape.h"                 // Shape, shape_str, wrap_dim: std and lazuli/dtype.h
 #include "exec/cut_reason.h"            // CutReason: an enum
+#include "exec/external_input.h"        // ExternalInput: std types only
 #include "ir/user_op.h"                 // UserOpScope, enter/exit_user_op: std types only
 #include "lazuli/lazuli.h"
 #include "ops/subscript.h"   // x[key] with PyTorch's rules: public types only
@@ -160,6 +161,8 @@ class WarmProgram {
   WarmProgram& operator=(const WarmProgram&) = delete;
   void compile(const std::vector<Tensor>& outputs, const std::vector<std::pair<int, int>>& donate);
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> run_external(const std::vector<ExternalInput>& inputs);
+  bool donates_input(size_t i) const;
   std::string hash_hex() const;
   size_t num_constants() const;
   const std::vector<std::pair<DType, Shape>>& input_types() const;

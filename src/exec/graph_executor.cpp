@@ -443,14 +443,16 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     count_executed_nodes(po);
     if (!donations.empty()) LZ_COUNTER("InputOutputAliasCount", static_cast<int64_t>(donations.size()));
 
-    CompiledProgram program{res.hash, exe, {}, {}, {}, {}};
-    program.root_types.reserve(roots.values.size());
-    for (const ir::Value& v : roots.values) program.root_types.emplace_back(v.dtype(), v.shape());
+    auto facts = std::make_shared<ProgramFacts>();
+    facts->root_types.reserve(roots.values.size());
+    for (const ir::Value& v : roots.values) facts->root_types.emplace_back(v.dtype(), v.shape());
     for (size_t i = 0; i < po.nodes.size(); ++i) {
-      if (po.nodes[i]->origin) program.origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
+      if (po.nodes[i]->origin)
+        facts->origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
     }
-    program.collectives = std::move(collectives);
-    program.site = std::move(cut_site);
+    facts->collectives = std::move(collectives);
+    facts->site = std::move(cut_site);
+    CompiledProgram program{res.hash, exe, std::move(facts)};
     if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
     if (cfg.compile_only) {
       res.tensors = roots.tensors;

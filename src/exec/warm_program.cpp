@@ -58,11 +58,13 @@ void WarmProgram::compile(const std::vector<Tensor>& outputs,
     }
     // An input the program does not read has no parameter: nothing to reuse. Types must match.
     if (param < 0 || input >= static_cast<int>(input_types_.size()) ||
-        cap_.program.root_types[root] != input_types_[input]) {
+        cap_.program.facts->root_types[root] != input_types_[input]) {
       continue;
     }
     donations_.emplace_back(param, root);
   }
+  donated_input_.assign(input_types_.size(), false);
+  for (auto [param, root] : donations_) donated_input_[param_input_[param]] = true;
   // The stand-ins' buffers are not kept: each run brings its own (a torch input's memory).
   for (size_t k = 0; k < cap_.params.size(); ++k) {
     if (param_input_[k] >= 0) cap_.params[k].reset();
@@ -71,12 +73,16 @@ void WarmProgram::compile(const std::vector<Tensor>& outputs,
   cap_.roots.clear();  // the recording's tensors may go now
 }
 
-std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) {
+void WarmProgram::check_ready(size_t n_inputs) const {
   if (!cap_.program.exe) throw ValueError(name_ + ": not compiled");
-  if (inputs.size() != input_types_.size()) {
+  if (n_inputs != input_types_.size()) {
     throw ValueError(name_ + ": expected " + std::to_string(input_types_.size()) + " inputs, got " +
-                     std::to_string(inputs.size()));
+                     std::to_string(n_inputs));
   }
+}
+
+std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) {
+  check_ready(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].dtype() != input_types_[i].first || inputs[i].shape() != input_types_[i].second) {
       throw ValueError(name_ + ": input " + std::to_string(i) + " is " +
@@ -86,24 +92,64 @@ std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) {
                        shape_str(input_types_[i].second));
     }
   }
-  std::vector<BufferPtr> params(cap_.params.size());
+  std::vector<SlotPtr> params(cap_.params.size());
   for (size_t k = 0; k < params.size(); ++k) {
     int i = param_input_[k];
     if (i < 0) {
-      params[k] = cap_.params[k];
+      params[k] = cap_.params[k]->slot();
       continue;
     }
-    params[k] = inputs[i].impl()->buffer();
-    if (!params[k])
-      throw ValueError(name_ + ": input " + std::to_string(i) + " is not device data");
+    BufferPtr b = inputs[i].impl()->buffer();
+    if (!b) throw ValueError(name_ + ": input " + std::to_string(i) + " is not device data");
+    params[k] = b->slot();
   }
+  return run_params(std::move(params));
+}
+
+std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& inputs) {
+  check_ready(inputs.size());
+  std::vector<SlotPtr> slots(inputs.size());  // one per input the program reads
+  std::vector<SlotPtr> params(cap_.params.size());
+  for (size_t k = 0; k < params.size(); ++k) {
+    int i = param_input_[k];
+    if (i < 0) {
+      params[k] = cap_.params[k]->slot();
+      continue;
+    }
+    if (slots[i]) {
+      params[k] = slots[i];
+      continue;
+    }
+    const ExternalInput& in = inputs[i];
+    const auto& [dtype, shape] = input_types_[i];
+    if ((!in.data && numel(shape) != 0) ||
+        reinterpret_cast<uintptr_t>(in.data) % dtype_size(dtype) != 0) {
+      throw ValueError(name_ + ": input " + std::to_string(i) + "'s memory (" +
+                       std::string(dtype_name(dtype)) + shape_str(shape) +
+                       ") is null or not aligned for its dtype");
+    }
+    auto slot = std::make_shared<BufferSlot>();
+    slot->storage =
+        std::make_shared<Storage>(in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype),
+                                  in.owner, DeviceId::host(), in.content_id);
+    params[k] = slots[i] = std::move(slot);
+  }
+  return run_params(std::move(params));
+}
+
+bool WarmProgram::donates_input(size_t i) const {
+  return i < donated_input_.size() && donated_input_[i];
+}
+
+std::vector<Tensor> WarmProgram::run_params(std::vector<SlotPtr> params) {
+  const size_t n_params = params.size();
   std::vector<BufferPtr> outs;
   {
     auto lock = lock_executor();
-    outs = run_compiled(cap_.program, params, donations_).outputs;
+    outs = run_compiled(cap_.program, std::move(params), donations_).outputs;
   }
   LZ_COUNTER("WarmProgramRun", 1);
-  note_replay(cap_.program, params.size(), name_);
+  note_replay(cap_.program, n_params, name_);
   std::vector<Tensor> fresh;
   fresh.reserve(outs.size());
   for (const BufferPtr& b : outs) fresh.emplace_back(TensorImpl::from_buffer(b));

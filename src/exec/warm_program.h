@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "exec/external_input.h"
 #include "exec/graph_executor.h"
 #include "lazuli/tensor.h"
 
@@ -40,6 +41,15 @@ class WarmProgram {
   // otherwise) and returns the outputs at once, as device-data tensors filled when it finishes.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
+  // run() over external memory, with no tensor and no DeviceBuffer made per input: a front end's
+  // replay of a partition (the torch.compile bridge), whose cost per input is most of a small
+  // model's step. The caller vouches for each input's byte count and layout; a null or
+  // misaligned address is a ValueError.
+  std::vector<Tensor> run_external(const std::vector<ExternalInput>& inputs);
+  // Whether the program may compute an output into input `i`'s memory (a donated pair): that
+  // memory then lives as long as the output, so its owner should hold that input alone.
+  bool donates_input(size_t i) const;
+
   const Hash128& hash() const { return cap_.program.hash; }
   size_t num_constants() const;  // parameters that are the recording's constants
   // The dtype and shape each input must have (the stand-ins').
@@ -54,6 +64,10 @@ class WarmProgram {
   std::vector<std::pair<DType, Shape>> input_types_;
   std::vector<BufferPtr> input_buffers_;        // until compiled
   std::vector<std::pair<int, int>> donations_;  // (parameter, root): computed into the input
+  std::vector<bool> donated_input_;             // per input: some output is computed into it
+
+  void check_ready(size_t n_inputs) const;  // compiled, and given one buffer per input
+  std::vector<Tensor> run_params(std::vector<SlotPtr> params);  // one slot per parameter
 };
 
 }  // namespace lz

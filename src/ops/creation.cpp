@@ -31,11 +31,13 @@ void check_shape(const char* op, const IntList& shape, DType dtype) {
 size_t frontend::check_memory(const char* op, const void* data, DType dtype, const IntList& shape) {
   check_shape(op, shape, dtype);
   size_t nbytes = static_cast<size_t>(numel(shape)) * dtype_size(dtype);
-  std::string what =
-      std::string(op) + "(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
-  if (!data && nbytes) throw ValueError(what + ": the data pointer is null");
+  // Built only for an error: a replay checks every input's memory on every call.
+  auto what = [&] {
+    return std::string(op) + "(" + std::string(dtype_name(dtype)) + shape_str(shape) + ")";
+  };
+  if (!data && nbytes) throw ValueError(what() + ": the data pointer is null");
   if (reinterpret_cast<uintptr_t>(data) % dtype_size(dtype) != 0) {
-    throw ValueError(what + ": the data pointer is not aligned for " +
+    throw ValueError(what() + ": the data pointer is not aligned for " +
                      std::string(dtype_name(dtype)));
   }
   return nbytes;

@@ -142,14 +142,12 @@ def to_lazuli(t, content_id=0):
 def to_torch(t):
     """A torch tensor over the Lazuli tensor's buffer (no copy); computes `t` first if it is
     pending (a value read). The torch tensor keeps the buffer alive, and the buffer is never
-    donated to a later program while it does, so the values stay. A bfloat16 tensor is the one
-    exception: it leaves as a copy (numpy has no bfloat16)."""
+    donated to a later program while it does, so the values stay. bfloat16, which numpy lacks,
+    leaves as a uint16 array over the same bits, viewed back as bfloat16: no copy either."""
     if not isinstance(t, lz.Tensor):
         raise TypeError(f"to_torch: expected a lazuli.Tensor, got {type(t).__name__}")
     if t.dtype == lz.bfloat16:
-        # numpy, the way buffers leave, has no bfloat16: this one is a copy, through float32
-        # (exact both ways), so it does not share the Lazuli buffer.
-        return torch.from_numpy(_C._numpy_view(t.float())).to(torch.bfloat16)
+        return torch.from_numpy(_C._numpy_view(t, raw_bfloat16=True)).view(torch.bfloat16)
     return torch.from_numpy(_C._numpy_view(t))
 
 

@@ -321,10 +321,10 @@ def _is_view_of(view, args, out) -> bool:
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
     __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts", "tensor_args",
-                 "reshaped", "n_run", "read_bf16")
+                 "reshaped", "n_run", "bf16")
 
     def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None,
-                 tensor_args=None, n_run=0, read_bf16=False):
+                 tensor_args=None, n_run=0, bf16=()):
         self.program = program    # _C._WarmProgram, or None when no output needs computing
         self.spec = spec          # the output structure (torch.utils._pytree spec)
         self.outputs = outputs    # per flat output: ("run", k) | ("arg", i) | ("view", i, chain)
@@ -340,7 +340,7 @@ class _Traced:
         self.reshaped = [(j, self.layouts[i]) for j, i in enumerate(inputs)
                          if self.layouts[i] is not None]
         self.n_run = n_run        # program outputs 0..n_run-1 are ("run", k) outputs
-        self.read_bf16 = read_bf16  # one of them is bfloat16 (it leaves as a copy: to_torch)
+        self.bf16 = bf16          # which of them are bfloat16
 
 
 class LazuliPartition(torch.nn.Module):
@@ -442,7 +442,8 @@ class LazuliPartition(torch.nn.Module):
         n_run = len(pending) - len(writebacks)
         return _Traced(program, spec, outputs, writebacks, keyed, layouts,
                        tensor_args=None if len(arg_of_input) == len(args) else arg_of_input,
-                       n_run=n_run, read_bf16=any(o.dtype == lz.bfloat16 for o in pending[:n_run]))
+                       n_run=n_run,
+                       bf16=[k for k, o in enumerate(pending[:n_run]) if o.dtype == lz.bfloat16])
 
     def _run(self, traced: _Traced, args):
         try:
@@ -505,11 +506,12 @@ class LazuliPartition(torch.nn.Module):
                     ids.append(0)
             results = traced.program.run_over(inputs, ids)
             del inputs
-            ran = results[:traced.n_run]
-            if traced.read_bf16:
-                torched = [to_torch(r) for r in ran]
-            else:  # one wait for the program, then a view of each output's buffer
-                torched = [torch.from_numpy(a) for a in _C._numpy_views(ran)]
+            # One wait for the program, then a view of each output's buffer; a bfloat16 output
+            # leaves as a uint16 view of its bits, viewed back as bfloat16.
+            torched = [torch.from_numpy(a)
+                       for a in _C._numpy_views(results[:traced.n_run], raw_bfloat16=True)]
+            for k in traced.bf16:
+                torched[k] = torched[k].view(torch.bfloat16)
         flat = []
         for kind, v, *rest in traced.outputs:
             if kind == "run":

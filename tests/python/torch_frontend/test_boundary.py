@@ -2,6 +2,8 @@
 to_torch): same addresses, each side sees the other's writes, and each keeps the other's memory
 alive."""
 import gc
+import time
+import weakref
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import torch
 
 import lazuli as lz
 from lazuli.torch import to_lazuli, to_torch
+from lazuli import _C
 from lazuli.torch._boundary import data_ptr
 
 
@@ -55,13 +58,16 @@ def test_non_contiguous_tensor_is_copied_once_and_keeps_its_values():
     np.testing.assert_array_equal(lt.numpy(), t.numpy())
 
 
-def test_bfloat16_enters_without_a_copy_and_leaves_as_one():
+def test_bfloat16_enters_and_leaves_without_a_copy():
     t = torch.tensor([1.5, -2.0, 3.0e38]).to(torch.bfloat16)
     lt = to_lazuli(t)
     assert lt.dtype == lz.bfloat16 and data_ptr(lt) == t.data_ptr()
-    back = to_torch(lt * 2)
-    assert back.dtype == torch.bfloat16
+    doubled = lt * 2
+    back = to_torch(doubled)
+    assert back.dtype == torch.bfloat16 and back.data_ptr() == data_ptr(doubled)
     assert torch.equal(back, t * 2)  # 6e38 is past bfloat16's range: inf on both sides
+    with pytest.raises(TypeError, match="bfloat16"):  # numpy's own view still refuses it
+        _C._numpy_view(doubled)
 
 
 def test_unsupported_dtype_raises_naming_it():
@@ -74,7 +80,6 @@ def test_unsupported_dtype_raises_naming_it():
 def test_a_numpy_that_misreads_lazulis_buffers_fails_the_import_instead_of_the_results(monkeypatch):
     # Seen on this project's machine: numpy 2 under an extension built with pybind11 2.10 made
     # arrays whose every element read as the first, and every bridge result was silently wrong.
-    from lazuli import _C
     from lazuli.torch import _boundary
 
     _boundary.check_numpy_interop()  # this environment reads them correctly
@@ -111,6 +116,42 @@ def test_run_over_holds_its_tensors_until_the_run_is_done():
     results = program.run_over([torch.ones(1000), torch.arange(1000, dtype=torch.float32)])
     gc.collect()  # the temporaries' only holder is the run
     assert float(lz._C._numpy_views(results)[0].sum()) == 1000 + 499500
+
+
+def _released(refs):
+    """Whether every weakly referenced tensor is gone once the owners the executor thread let go
+    are released (a pending call, run at the next check of the interpreter's)."""
+    lz.wait()
+    for _ in range(3):
+        gc.collect()
+        time.sleep(0.01)
+    return all(r() is None for r in refs)
+
+
+def test_run_over_lets_its_tensors_go_after_the_run():
+    program = _sum_program([(1000,), (1000,)])
+    a, b = torch.ones(1000), torch.ones(1000)
+    refs = [weakref.ref(a), weakref.ref(b)]
+    results = program.run_over([a, b])
+    del a, b
+    assert _released(refs)
+    assert float(lz._C._numpy_views(results)[0].sum()) == 2000
+
+
+def test_a_donated_input_outlives_the_run_alone():
+    # Input 0's memory becomes output 0's (an in-place update): it lives as long as the output,
+    # but the run's other inputs must not live with it.
+    stand_ins = [to_lazuli(torch.zeros(1000)) for _ in range(2)]
+    program = lz._C._WarmProgram(stand_ins, "test", "torch-compile")
+    program.compile([stand_ins[0] + stand_ins[1]], donate=[(0, 0)])
+    del stand_ins
+    a, b = torch.ones(1000), torch.full((1000,), 2.0)
+    ref_b = weakref.ref(b)
+    (out,) = program.run_over([a, b])
+    del b
+    view = lz._C._numpy_views([out])[0]
+    assert _released([ref_b])
+    assert view.ctypes.data == a.data_ptr() and float(a.sum()) == 3000  # computed in place
 
 
 @pytest.mark.parametrize("bad", [
