@@ -77,6 +77,25 @@ def _sgd(params):
     return torch.optim.SGD(params, lr=0.01, momentum=0.9)
 
 
+def _host_has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "avx512f" in f.read()
+    except OSError:
+        return True
+
+
+# A known bug, not a tolerance: on an AMD EPYC without AVX-512 (family 25), with 2 pool threads,
+# the cpu backend's step-1 gradients are wrong (conv1.weight 0.0094 off a scale of 1.7 against
+# the float64 answer; eager 1.3e-5), and step 2's 0.29 off. Step 0 is right, step 1's loss is
+# right, and so are the reference backend and LAZULI_NUM_THREADS=1 on that host; neither
+# LAZULI_CONV_WEIGHT_CACHE_BYTES=0, LAZULI_FUSE_ROWS=0 nor LAZULI_ENABLE_PARAM_ALIASING=0 changes
+# it. The first wrong gradients are layer2.0's (conv2.weight and downsample 4.3% off; layer2.1,
+# layer3 and layer4 right): its backward, or the gradient layer2.1 hands it. Strict: the day it
+# passes there, this marker must go.
+@pytest.mark.xfail(not _host_has_avx512(), strict=True,
+                   reason="wrong step-1 gradients on the cpu backend with 2 threads on hosts "
+                          "without AVX-512 (open bug; see the test's comment)")
 def test_resnet18_training_steps_match_eager():
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
