@@ -92,34 +92,18 @@ std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) {
                        shape_str(input_types_[i].second));
     }
   }
-  std::vector<SlotPtr> params(cap_.params.size());
-  for (size_t k = 0; k < params.size(); ++k) {
-    int i = param_input_[k];
-    if (i < 0) {
-      params[k] = cap_.params[k]->slot();
-      continue;
-    }
+  return run_params(param_slots([&](int i) {
     BufferPtr b = inputs[i].impl()->buffer();
     if (!b) throw ValueError(name_ + ": input " + std::to_string(i) + " is not device data");
-    params[k] = b->slot();
-  }
-  return run_params(std::move(params));
+    return b->slot();
+  }));
 }
 
 std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& inputs) {
   check_ready(inputs.size());
   std::vector<SlotPtr> slots(inputs.size());  // one per input the program reads
-  std::vector<SlotPtr> params(cap_.params.size());
-  for (size_t k = 0; k < params.size(); ++k) {
-    int i = param_input_[k];
-    if (i < 0) {
-      params[k] = cap_.params[k]->slot();
-      continue;
-    }
-    if (slots[i]) {
-      params[k] = slots[i];
-      continue;
-    }
+  return run_params(param_slots([&](int i) {
+    if (slots[i]) return slots[i];
     const ExternalInput& in = inputs[i];
     const auto& [dtype, shape] = input_types_[i];
     if ((!in.data && numel(shape) != 0) ||
@@ -128,13 +112,21 @@ std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& 
                        std::string(dtype_name(dtype)) + shape_str(shape) +
                        ") is null or not aligned for its dtype");
     }
-    auto slot = std::make_shared<BufferSlot>();
-    slot->storage =
+    slots[i] = std::make_shared<BufferSlot>();
+    slots[i]->storage =
         std::make_shared<Storage>(in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype),
                                   in.owner, DeviceId::host(), in.content_id);
-    params[k] = slots[i] = std::move(slot);
+    return slots[i];
+  }));
+}
+
+std::vector<SlotPtr> WarmProgram::param_slots(const std::function<SlotPtr(int)>& input_slot) {
+  std::vector<SlotPtr> params(cap_.params.size());
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int i = param_input_[k];
+    params[k] = i < 0 ? cap_.params[k]->slot() : input_slot(i);
   }
-  return run_params(std::move(params));
+  return params;
 }
 
 bool WarmProgram::donates_input(size_t i) const {

@@ -12,6 +12,7 @@
 // Threading: compile and run take the executor lock (exec/graph_executor.h); one WarmProgram is
 // not to be used from two threads at once.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,7 +68,9 @@ class WarmProgram {
   std::vector<bool> donated_input_;             // per input: some output is computed into it
 
   void check_ready(size_t n_inputs) const;  // compiled, and given one buffer per input
-  std::vector<Tensor> run_params(std::vector<SlotPtr> params);  // one slot per parameter
+  // One slot per parameter: a constant's own, input_slot(i) for one that is input i.
+  std::vector<SlotPtr> param_slots(const std::function<SlotPtr(int)>& input_slot);
+  std::vector<Tensor> run_params(std::vector<SlotPtr> params);
 };
 
 }  // namespace lz
