@@ -447,8 +447,9 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     facts->root_types.reserve(roots.values.size());
     for (const ir::Value& v : roots.values) facts->root_types.emplace_back(v.dtype(), v.shape());
     for (size_t i = 0; i < po.nodes.size(); ++i) {
-      if (po.nodes[i]->origin)
+      if (po.nodes[i]->origin) {
         facts->origins.emplace_back(static_cast<int>(i), po.nodes[i]->origin);
+      }
     }
     facts->collectives = std::move(collectives);
     facts->site = std::move(cut_site);

@@ -18,11 +18,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "backend/interp/kernels.h"
 #include "core/config.h"
-#include "core/reduced_float.h"
 #include "core/thread_pool.h"
 
 namespace lz::cpu {
@@ -54,31 +52,6 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
   runtime_pool().parallel_for(extent, grain, 16,
                               [&](int64_t i0, int64_t i1) { run(i0, i1, rows); });
   return ok;
-}
-
-// A bfloat16 product where oneDNN has no bf16 matmul for this processor (Debian's oneDNN on an
-// AVX2 machine without AVX-512): the operands widened to float32 (exact), multiplied there, each
-// result rounded to bf16 once. The same arithmetic as oneDNN's bf16 path (products exact in
-// float32, float32 sums, one rounding), without the reference kernel's scalar loop.
-bool bf16_matmul_through_float32(const interp::ConstArray& a, const interp::ConstArray& b,
-                                 interp::MutArray out, const ir::Attrs& attrs) {
-  auto widen = [](const interp::ConstArray& x) {
-    const auto* h = static_cast<const uint16_t*>(x.data);
-    std::vector<float> f(static_cast<size_t>(numel(*x.shape)));
-    for (size_t i = 0; i < f.size(); ++i) f[i] = bfloat16_to_float(h[i]);
-    return f;
-  };
-  const std::vector<float> fa = widen(a), fb = widen(b);
-  std::vector<float> fo(static_cast<size_t>(numel(*out.shape)));
-  const std::vector<interp::ConstArray> in{{DType::Float32, a.shape, fa.data()},
-                                           {DType::Float32, b.shape, fb.data()}};
-  if (!library_call(ir::OpKind::MatMul, attrs, in,
-                    {interp::MutArray{DType::Float32, out.shape, fo.data()}})) {
-    return false;
-  }
-  auto* o = static_cast<uint16_t*>(out.data);
-  for (size_t i = 0; i < fo.size(); ++i) o[i] = float_to_bfloat16(fo[i]);
-  return true;
 }
 
 }  // namespace
@@ -140,7 +113,14 @@ bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<inter
   }
   if (op != ir::OpKind::MatMul) return false;
   if (out.dtype == DType::BFloat16) {
-    return dnnl_matmul(in[0], in[1], out) || bf16_matmul_through_float32(in[0], in[1], out, attrs);
+    // Where oneDNN has no bf16 matmul for this processor (Debian's oneDNN on an AVX2 machine
+    // without AVX-512): the same arithmetic through the float32 library call.
+    return dnnl_matmul(in[0], in[1], out) ||
+           interp::matmul_through_float32(
+               in[0], in[1], out,
+               [&](const interp::ConstArray& a, const interp::ConstArray& b, interp::MutArray o) {
+                 return library_call(op, attrs, {a, b}, {o});
+               });
   }
   if (out.dtype != DType::Float32) return false;
   if (out.shape->size() > 2 && dnnl_matmul(in[0], in[1], out)) return true;

@@ -5,6 +5,7 @@
 // been validated by shape inference. Errors that depend on values (an index out of range) throw
 // lz::IndexError with the op name, index value and size.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "core/shape.h"
@@ -52,5 +53,12 @@ void run_pool_planes(ir::OpKind op, const ir::PoolAttrs& a, const ConstArray& x,
 // rng_advance(k).
 uint64_t rng_bits(int64_t key, uint64_t i);
 int64_t rng_advance(int64_t key);
+
+// A bfloat16 or float16 product computed as a float32 one: the operands widened (exact), `f32`
+// run on them, each result rounded to out's dtype once (oneDNN's bf16 arithmetic). The reference
+// kernel's and the cpu backend's way where oneDNN has no bf16 matmul. False when `f32` is.
+bool matmul_through_float32(
+    const ConstArray& a, const ConstArray& b, MutArray out,
+    const std::function<bool(const ConstArray&, const ConstArray&, MutArray)>& f32);
 
 }  // namespace lz::interp

@@ -139,13 +139,11 @@ void run_reduction(OpKind op, const ir::Attrs& attrs, const ConstArray& x, MutAr
 // output's. Floating products accumulate in double, integers wrap in their own type.
 void run_matmul(const ConstArray& a, const ConstArray& b, MutArray out) {
   if (is_reduced_float(out.dtype)) {
-    // bfloat16 products (the frontend widens float16 ones): float32 operands, the sums in double
-    // as for float32, each result rounded to 16 bits once, as oneDNN's bf16 matmul does.
-    std::vector<float> wa = widen(a), wb = widen(b), wo(static_cast<size_t>(numel(*out.shape)));
-    run_matmul({DType::Float32, a.shape, wa.data()}, {DType::Float32, b.shape, wb.data()},
-               {DType::Float32, out.shape, wo.data()});
-    auto* o = static_cast<uint16_t*>(out.data);
-    for (size_t i = 0; i < wo.size(); ++i) o[i] = to_reduced(out.dtype, wo[i]);
+    // bfloat16 products (the frontend widens float16 ones): the sums in double as for float32.
+    matmul_through_float32(a, b, out, [](const ConstArray& fa, const ConstArray& fb, MutArray fo) {
+      run_matmul(fa, fb, fo);
+      return true;
+    });
     return;
   }
   const Shape& sa = *a.shape;
@@ -181,6 +179,19 @@ void run_matmul(const ConstArray& a, const ConstArray& b, MutArray out) {
       }
     }
   });
+}
+
+bool matmul_through_float32(
+    const ConstArray& a, const ConstArray& b, MutArray out,
+    const std::function<bool(const ConstArray&, const ConstArray&, MutArray)>& f32) {
+  std::vector<float> wa = widen(a), wb = widen(b), wo(static_cast<size_t>(numel(*out.shape)));
+  if (!f32({DType::Float32, a.shape, wa.data()}, {DType::Float32, b.shape, wb.data()},
+           {DType::Float32, out.shape, wo.data()})) {
+    return false;
+  }
+  auto* o = static_cast<uint16_t*>(out.data);
+  for (size_t i = 0; i < wo.size(); ++i) o[i] = to_reduced(out.dtype, wo[i]);
+  return true;
 }
 
 }  // namespace lz::interp
