@@ -105,14 +105,72 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
   if (interior.empty()) return 0;
   std::unordered_set<const internal::TensorImpl*> already;
   for (const auto& t : roots.tensors) already.insert(t.get());
+  // Siblings: a live tensor outside the graph whose own pending graph reads one of its interior
+  // nodes (one parameter's gradient while another's is read). The next barrier computes it
+  // anyway, and then the shared part again; computed here, the shared part is computed once
+  // (reading resnet18's 62 gradients one by one: one program instead of 62).
+  // An update in place (an optimizer's `p -= lr * g`, a momentum buffer) is no sibling: its old
+  // buffer, still read, is the tensor's own (owner_tensor_id), which the next barrier donates to
+  // the new value, and a read must not cost it that (a read never donates). Such tensors are
+  // those owning a buffer that this graph or a sibling's reads.
+  std::unordered_set<const ir::Node*> in_graph(po.nodes.begin(), po.nodes.end());
+  std::unordered_set<int64_t> owners;
+  for (const BufferPtr& b : po.params) owners.insert(b->owner_tensor_id);
+  std::unordered_map<const ir::Node*, bool> reaches;  // memo over the walks below
+  auto reaches_interior = [&](const ir::Node* start) {
+    std::vector<std::pair<const ir::Node*, size_t>> stack{{start, 0}};
+    while (!stack.empty()) {
+      auto& [n, k] = stack.back();
+      if (k == 0) {
+        if (reaches.count(n)) {
+          stack.pop_back();
+          continue;
+        }
+        if (n->op == ir::OpKind::DeviceData && n->data) owners.insert(n->data->owner_tensor_id);
+        if (in_graph.count(n) || n->op == ir::OpKind::DeviceData) {
+          reaches[n] = interior.count(n) > 0;
+          stack.pop_back();
+          continue;
+        }
+        reaches[n] = false;  // provisional: the graph is a DAG, so no walk meets it again unset
+      }
+      if (k < n->operands.size()) {
+        const ir::Node* op = n->operands[k++].node.get();
+        if (!reaches.count(op)) stack.push_back({op, 0});
+        continue;
+      }
+      bool any = false;
+      for (const ir::Value& o : n->operands) any = any || reaches[o.node.get()];
+      reaches[n] = any;
+      stack.pop_back();
+    }
+    return reaches[start];
+  };
   Roots extra;
+  std::vector<bool> sibling;
   for (auto& t : internal::default_device().registry.snapshot()) {  // id order
     if (t->is_view() || already.count(t.get())) continue;
     ir::Value v = t->pending_ir();
-    if (!v || !interior.count(v.node.get())) continue;
+    if (!v) continue;
+    const ir::Node* n = v.node.get();
+    const bool inner = interior.count(n) > 0;
+    if (!inner && (in_graph.count(n) || !reaches_interior(n))) continue;
     extra.tensors.push_back(std::move(t));
     extra.values.push_back(std::move(v));
+    sibling.push_back(!inner);
   }
+  // Every walk is done, so `owners` is complete: drop the siblings updated in place.
+  size_t kept = 0;
+  for (size_t i = 0; i < extra.tensors.size(); ++i) {
+    if (sibling[i] && owners.count(extra.tensors[i]->id())) continue;
+    if (kept != i) {
+      extra.tensors[kept] = std::move(extra.tensors[i]);
+      extra.values[kept] = std::move(extra.values[i]);
+    }
+    ++kept;
+  }
+  extra.tensors.resize(kept);
+  extra.values.resize(kept);
   if (extra.tensors.empty()) return 0;
   // Merge by tensor id: graph_hash and find_donations rely on id order.
   Roots merged;

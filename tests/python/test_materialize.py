@@ -139,3 +139,36 @@ def test_recompile_explanation_of_a_growing_input_names_its_shape():
     grown = [t for t in texts if "int64[1, 4] to int64[1, 5]" in t]
     assert grown, texts
     assert not any("device_data where it was" in t for t in texts), texts
+
+
+def test_read_computes_a_held_sibling_that_shares_its_graph_and_leaves_no_recompute():
+    # Two gradients of one backward: reading the first also stores the second, whose graph reads
+    # the same interior (`shared`), so reading it later computes nothing (resnet18's 62 gradients
+    # read one by one: one program, not 62 recomputing the backward).
+    a = lz.tensor([1.0, 2.0])
+    shared = (a * 3.0).exp()
+    first = (shared * 2.0).sum()
+    second = shared + 1.0
+    del shared
+    gc.collect()
+    np.testing.assert_allclose(first.item(), 2 * (np.exp(3.0) + np.exp(6.0)), rtol=1e-6)
+    assert lz.debug.tensor_state(second) == "device_data"
+    assert counter("ValueReadMaterialized") == 1
+    before = executions()
+    np.testing.assert_allclose(second.tolist(), [np.exp(3.0) + 1, np.exp(6.0) + 1], rtol=1e-6)
+    assert executions() == before
+
+
+def test_read_leaves_a_sibling_updated_in_place_to_the_barrier():
+    # `w -= lr * err` reads w's own old buffer, which the barrier donates to the new w; a read
+    # never donates, so computing w there would cost a second copy of it: it stays pending.
+    w = lz.tensor([1.0, 2.0])
+    err = w * 2.0 - 1.0
+    loss = (err * err).sum()
+    w -= 0.1 * err
+    assert loss.item() == 10.0
+    assert lz.debug.tensor_state(w) == "ir"
+    assert lz.debug.tensor_state(err) == "device_data"  # held, and interior to the read's graph
+    assert counter("ValueReadMaterialized") == 1
+    lz.sync()
+    np.testing.assert_allclose(w.tolist(), [0.9, 1.7], rtol=1e-6)

@@ -267,17 +267,23 @@ def test_context_growing_one_token_per_step_is_explained_against_the_step_before
     assert "int64[1, 38] to int64[1, 39]" in explanations[40], explanations[40]
 
 
-def test_growing_cat_read_each_step_names_the_growing_shape():
+def test_growing_cat_read_each_step_stays_short_and_names_the_growing_input():
+    # Reading nxt also materializes idx, whose pending graph reads nxt's interior (the previous
+    # idx): a value read computes such siblings once (DESIGN.md section 4), so idx's graph never
+    # spans more than two steps, and each new length recompiles for its input's shape.
     emb = lz.tensor(np.linspace(0, 1, 80, dtype=np.float32).reshape(10, 8))
     idx = lz.tensor(np.zeros((1, 1), np.int64))
+    states = []
     for _ in range(6):
         h = emb.index_select(0, idx.reshape(-1))
         nxt = (h @ emb.transpose(0, 1))[-1:].argmax(-1).reshape(1, 1)
         idx = lz.cat([idx, nxt], 1)
-        nxt.item()  # idx itself stays pending: its graph grows by one step each time
+        nxt.item()
+        states.append(lz.debug.tensor_state(idx))
+    assert states[1::2] == ["device_data"] * 3, states
     c = last_compile()
-    assert c["cause"] == "structure", c
-    assert "cat int64[1, 6]" in c["explanation"], c
+    assert c["cause"] == "input-shape", c
+    assert "changed from int64[1, 3] to int64[1, 5]" in c["explanation"], c
 
 
 def test_every_changed_ingredient_is_named():
