@@ -2,9 +2,10 @@
 """Reading values in the middle of a training step on the lazy Lazuli device: torchvision's
 resnet18 (batch 4, 64x64, random weights) runs forward and backward, then its 62 gradients are
 read one by one (`[p.grad.cpu() for p in model.parameters()]`, what a logging or checking loop
-does) without a `sync()` first. Baseline in the same process, rounds alternating (MACHINE.md:
+does) before the step's `sync()`. Baseline in the same process, rounds alternating (MACHINE.md:
 the machine is noisy): the same step with `lazuli.torch.sync()` before the reads, which computes
-every gradient in one program.
+every gradient in one program. Both patterns end each step with a `sync()`, so both compute the
+same values (batch norm's running statistics, updated in place, wait for it).
 
 Each read is a value read (DESIGN.md section 4). Per pattern: milliseconds per step (median of
 the rounds) and the programs run per step (`CachedCompile` + `UncachedCompile`).
@@ -46,9 +47,11 @@ def main():
         F.cross_entropy(model(x), target).backward()
         if sync_first:
             lzt.sync()
-        return [p.grad.cpu() for p in model.parameters()]
+        grads = [p.grad.cpu() for p in model.parameters()]
+        lzt.sync()
+        return grads
 
-    patterns = {"sync() first, then 62 reads": True, "62 reads, no sync() first": False}
+    patterns = {"sync(), 62 reads, sync()": True, "62 reads, sync()": False}
     for sync_first in patterns.values():  # warm-up: compiles, caches
         for _ in range(2):
             step(sync_first)
