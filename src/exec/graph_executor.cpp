@@ -109,10 +109,10 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
   // nodes (one parameter's gradient while another's is read). The next barrier computes it
   // anyway, and then the shared part again; computed here, the shared part is computed once
   // (reading resnet18's 62 gradients one by one: one program instead of 62).
-  // An update in place (an optimizer's `p -= lr * g`, a momentum buffer) is no sibling: its old
-  // buffer, still read, is the tensor's own (owner_tensor_id), which the next barrier donates to
-  // the new value, and a read must not cost it that (a read never donates). Such tensors are
-  // those owning a buffer that this graph or a sibling's reads.
+  // An update in place (an optimizer's `p -= lr * g`, a momentum buffer) over 64 KiB is no
+  // sibling: its old buffer, still read, is the tensor's own (owner_tensor_id), which the next
+  // barrier donates to the new value, and a read must not cost it a second copy (a read never
+  // donates). Such tensors are those owning a buffer that this graph or a sibling's reads.
   std::unordered_set<const ir::Node*> in_graph(po.nodes.begin(), po.nodes.end());
   std::unordered_set<int64_t> owners;
   for (const BufferPtr& b : po.params) owners.insert(b->owner_tensor_id);
@@ -159,10 +159,15 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
     extra.values.push_back(std::move(v));
     sibling.push_back(!inner);
   }
-  // Every walk is done, so `owners` is complete: drop the siblings updated in place.
+  // Every walk is done, so `owners` is complete: drop the siblings updated in place, except small
+  // ones (batch norm's running statistics), whose second copy costs nothing while what they read
+  // (the batch's means: most of the forward) would be computed again at the barrier.
+  constexpr int64_t kSmallInPlaceBytes = 64 << 10;
   size_t kept = 0;
   for (size_t i = 0; i < extra.tensors.size(); ++i) {
-    if (sibling[i] && owners.count(extra.tensors[i]->id())) continue;
+    const ir::Value& v = extra.values[i];
+    const int64_t bytes = numel(v.shape()) * static_cast<int64_t>(dtype_size(v.dtype()));
+    if (sibling[i] && bytes > kSmallInPlaceBytes && owners.count(extra.tensors[i]->id())) continue;
     if (kept != i) {
       extra.tensors[kept] = std::move(extra.tensors[i]);
       extra.values[kept] = std::move(extra.values[i]);

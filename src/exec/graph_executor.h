@@ -97,11 +97,11 @@ PostOrder post_order(const std::vector<ir::Value>& roots);
 // to recompute) join `roots` as stored roots, id order kept, so the program that computes them
 // anyway leaves them as device data and no later read or barrier computes them again (a
 // sampler's `idx = cat([idx, nxt])` chain); so do live tensors whose own pending graph reads such
-// an interior node (siblings: the other gradients of one backward), except updates in place (a
-// tensor owning a buffer some graph reads), which the next barrier computes into that buffer. Only
-// tensors someone holds are in the registry, so no dropped temporary is kept; the registry is
-// scanned only when some such node is referenced from outside the graph. Returns how many joined;
-// the caller then redoes post_order.
+// an interior node (siblings: the other gradients of one backward), except updates in place over
+// 64 KiB (a tensor owning a buffer some graph reads), which the next barrier computes into that
+// buffer. Only tensors someone holds are in the registry, so no dropped temporary is kept; the
+// registry is scanned only when some such node is referenced from outside the graph. Returns how
+// many joined; the caller then redoes post_order.
 size_t add_live_intermediates(Roots& roots, const PostOrder& po);
 
 // What a backend compiles: the post-ordered nodes, parameter slots and roots of one sync.

@@ -159,16 +159,35 @@ def test_read_computes_a_held_sibling_that_shares_its_graph_and_leaves_no_recomp
     assert executions() == before
 
 
-def test_read_leaves_a_sibling_updated_in_place_to_the_barrier():
+def test_read_leaves_a_large_sibling_updated_in_place_to_the_barrier():
     # `w -= lr * err` reads w's own old buffer, which the barrier donates to the new w; a read
-    # never donates, so computing w there would cost a second copy of it: it stays pending.
-    w = lz.tensor([1.0, 2.0])
+    # never donates, so computing w there would cost a second copy of it (here 80 KB, over the
+    # 64 KiB a read takes on): it stays pending.
+    w = lz.tensor(np.ones(20000, np.float32))
     err = w * 2.0 - 1.0
     loss = (err * err).sum()
     w -= 0.1 * err
-    assert loss.item() == 10.0
+    assert loss.item() == 20000.0
     assert lz.debug.tensor_state(w) == "ir"
     assert lz.debug.tensor_state(err) == "device_data"  # held, and interior to the read's graph
     assert counter("ValueReadMaterialized") == 1
     lz.sync()
-    np.testing.assert_allclose(w.tolist(), [0.9, 1.7], rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), np.full(20000, 0.9, np.float32), rtol=1e-6)
+
+
+def test_read_computes_a_small_sibling_updated_in_place():
+    # Batch norm's running mean: updated in place from the batch's mean, which the read computes
+    # on the way; left to the barrier, that mean (most of a forward) would be computed again.
+    x = lz.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    running = lz.tensor(np.zeros(3, np.float32))  # device data, owned by `running`
+    mean = x.mean(0)
+    out = ((x - mean) ** 2).sum()
+    running.mul_(0.9).add_(0.1 * mean)
+    del mean
+    gc.collect()
+    assert out.item() == 135.0
+    assert lz.debug.tensor_state(running) == "device_data"
+    before = executions()
+    np.testing.assert_allclose(running.tolist(), [0.45, 0.55, 0.65], rtol=1e-6)
+    lz.sync()
+    assert executions() == before

@@ -95,7 +95,7 @@ def test_learning_rate_value_is_used_not_baked_in():
 
 
 @pytest.mark.parametrize("read", [repr, str, print], ids=["repr", "str", "print"])
-def test_printing_in_the_loop_adds_one_execution_per_step_and_no_compile(read, capsys):
+def test_printing_in_the_loop_compiles_nothing_and_runs_the_step_once(read, capsys):
     model = LinearRegression(seed=2)
     for _ in range(3):
         model.step(0.05, read=read)
@@ -103,8 +103,9 @@ def test_printing_in_the_loop_adds_one_execution_per_step_and_no_compile(read, c
     for _ in range(5):
         model.step(0.05, read=read)
     assert counter("UncachedCompile") == compiled
-    # One execution for the barrier and exactly one more for the read.
-    assert counter("CachedCompile") - cached == 5 * 2
+    # The read computes the loss and, with it, w's small update in place (a sibling: it reads
+    # the same error), so the barrier finds nothing left to run.
+    assert counter("CachedCompile") - cached == 5
     if read is print:
         out = capsys.readouterr().out
         assert out.count("tensor(") == 8
