@@ -146,8 +146,12 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
     }
     return reaches[start];
   };
-  Roots extra;
-  std::vector<bool> sibling;
+  struct Found {
+    internal::TensorImplPtr tensor;
+    ir::Value value;
+    bool sibling;
+  };
+  std::vector<Found> found;
   for (auto& t : internal::default_device().registry.snapshot()) {  // id order
     if (t->is_view() || already.count(t.get())) continue;
     ir::Value v = t->pending_ir();
@@ -155,27 +159,20 @@ size_t add_live_intermediates(Roots& roots, const PostOrder& po) {
     const ir::Node* n = v.node.get();
     const bool inner = interior.count(n) > 0;
     if (!inner && (in_graph.count(n) || !reaches_interior(n))) continue;
-    extra.tensors.push_back(std::move(t));
-    extra.values.push_back(std::move(v));
-    sibling.push_back(!inner);
+    found.push_back({std::move(t), std::move(v), !inner});
   }
   // Every walk is done, so `owners` is complete: drop the siblings updated in place, except small
   // ones (batch norm's running statistics), whose second copy costs nothing while what they read
   // (the batch's means: most of the forward) would be computed again at the barrier.
   constexpr int64_t kSmallInPlaceBytes = 64 << 10;
-  size_t kept = 0;
-  for (size_t i = 0; i < extra.tensors.size(); ++i) {
-    const ir::Value& v = extra.values[i];
-    const int64_t bytes = numel(v.shape()) * static_cast<int64_t>(dtype_size(v.dtype()));
-    if (sibling[i] && bytes > kSmallInPlaceBytes && owners.count(extra.tensors[i]->id())) continue;
-    if (kept != i) {
-      extra.tensors[kept] = std::move(extra.tensors[i]);
-      extra.values[kept] = std::move(extra.values[i]);
-    }
-    ++kept;
+  Roots extra;
+  for (Found& f : found) {
+    const int64_t bytes =
+        numel(f.value.shape()) * static_cast<int64_t>(dtype_size(f.value.dtype()));
+    if (f.sibling && bytes > kSmallInPlaceBytes && owners.count(f.tensor->id())) continue;
+    extra.tensors.push_back(std::move(f.tensor));
+    extra.values.push_back(std::move(f.value));
   }
-  extra.tensors.resize(kept);
-  extra.values.resize(kept);
   if (extra.tensors.empty()) return 0;
   // Merge by tensor id: graph_hash and find_donations rely on id order.
   Roots merged;
