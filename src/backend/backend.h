@@ -3,6 +3,8 @@
 // backend returns an Executable that no longer references any node or buffer, so a cached program
 // keeps no tensor memory alive. Executables run on the device's executor thread.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +48,10 @@ class Executable {
   // did not reach hold their values. Any other exception is thrown before any output is written.
   virtual void run(const std::vector<const Storage*>& params,
                    const std::vector<Storage*>& outputs) const = 0;
+
+  // How long its last successful run took, in nanoseconds (-1: none yet). Kept by whoever runs
+  // it (exec/compiled_program.cpp), which lets a short program run on the thread waiting for it.
+  mutable std::atomic<int64_t> last_run_ns{-1};
 };
 
 class Backend {

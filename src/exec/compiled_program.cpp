@@ -1,5 +1,7 @@
 #include "exec/compiled_program.h"
 
+#include <chrono>
+
 #include "core/call_site.h"
 #include "core/config.h"
 #include "core/metrics.h"
@@ -55,7 +57,10 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
                  const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
                  const std::vector<std::pair<int, int>>& donations,
                  const std::vector<SlotPtr>& restore, const std::shared_ptr<Execution>& exec) {
-  const auto& [root_types, origins, collectives, site] = facts;
+  const auto& root_types = facts.root_types;
+  const auto& origins = facts.origins;
+  const auto& collectives = facts.collectives;
+  const auto& site = facts.site;
   std::vector<std::shared_ptr<Storage>> outs(outputs.size());
   std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
   std::exception_ptr error;
@@ -93,7 +98,12 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
     std::vector<Storage*> raw(outs.size());
     for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
     try {
+      const auto start = std::chrono::steady_clock::now();
       exe.run(ps, raw);
+      exe.last_run_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count(),
+                            std::memory_order_relaxed);
       failed.assign(outputs.size(), false);
     } catch (const PartialRunFailure& f) {
       failed = f.root_failed;
@@ -161,15 +171,17 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
 }  // namespace
 
 ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<BufferPtr>& params,
-                          std::vector<std::pair<int, int>> donations, const BindOutputs& bind) {
+                          std::vector<std::pair<int, int>> donations, const BindOutputs& bind,
+                          bool caller_waits) {
   std::vector<SlotPtr> param_slots;
   param_slots.reserve(params.size());
   for (const BufferPtr& b : params) param_slots.push_back(b->slot());
-  return run_compiled(program, std::move(param_slots), std::move(donations), bind);
+  return run_compiled(program, std::move(param_slots), std::move(donations), bind, caller_waits);
 }
 
 ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> param_slots,
-                          std::vector<std::pair<int, int>> donations, const BindOutputs& bind) {
+                          std::vector<std::pair<int, int>> donations, const BindOutputs& bind,
+                          bool caller_waits) {
   ScheduledRun run{std::make_shared<Execution>(), {}};
   const ProgramFacts& facts = *program.facts;
   run.outputs.reserve(facts.root_types.size());
@@ -182,12 +194,18 @@ ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> p
   for (const BufferPtr& b : run.outputs) output_slots.push_back(b->slot());
   // The task holds buffer slots, never DeviceBuffers, so queued and running programs do not
   // change the use counts that donation decisions read.
+  const int64_t last_ns = program.exe->last_run_ns.load(std::memory_order_relaxed);
+  const bool waiter_may_run =
+      facts.collectives.empty() && last_ns >= 0 && last_ns < kWaiterRunsBelowNs;
+  run.run_here = caller_waits && waiter_may_run;
   device_executor().schedule(
-      run.exec, [exe = program.exe, hash = program.hash, facts = program.facts,
-                 params = std::move(param_slots), outputs = std::move(output_slots),
-                 donations = std::move(donations), restore = std::move(restore), exec = run.exec] {
+      run.exec, waiter_may_run,
+      [exe = program.exe, hash = program.hash, facts = program.facts,
+       params = std::move(param_slots), outputs = std::move(output_slots),
+       donations = std::move(donations), restore = std::move(restore), exec = run.exec] {
         run_program(*exe, hash, *facts, params, outputs, donations, restore, exec);
-      });
+      },
+      /*wake=*/!run.run_here);
   return run;
 }
 

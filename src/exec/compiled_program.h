@@ -4,6 +4,7 @@
 // schedule through run_compiled, so placeholders, restore-on-failure and origins behave the same
 // whoever runs the program.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,9 +41,17 @@ struct CompiledProgram {
   std::shared_ptr<const ProgramFacts> facts;  // never null once compiled
 };
 
+// Below this, a run costs about as much as the two thread hand-offs it saves when its waiter
+// runs it (bench/replay_overhead.py: tens of microseconds); above it, the waiter would hold off
+// an interrupt (Ctrl-C) for the run's length.
+constexpr int64_t kWaiterRunsBelowNs = 10'000'000;
+
 struct ScheduledRun {
   std::shared_ptr<Execution> exec;  // the run; its outputs' producer
   std::vector<BufferPtr> outputs;   // placeholders, one per root, filled when the run finishes
+  // Scheduled for its caller to run (caller_waits): once the executor lock is released, the
+  // caller calls device_executor().run_here_or_wake(exec), which runs it there when it is next.
+  bool run_here = false;
 };
 
 // Called with the output placeholders before the run is scheduled, so the caller can hand them
@@ -53,14 +62,19 @@ using BindOutputs = std::function<std::vector<SlotPtr>(const std::vector<BufferP
 // Schedules one run of `program` on `params` (one buffer per parameter slot) on the device's
 // executor thread and returns at once. The caller holds lock_executor() (exec/graph_executor.h).
 // A donated pair (parameter, output) computes the output into the parameter's memory.
+// A run whose program last ran in under kWaiterRunsBelowNs and has no collectives may run on the
+// thread that waits for it instead (DeviceExecutor::run_here_if_next). caller_waits: the caller
+// waits for this run at once (a value read, a partition's replay); such a run is left to the
+// caller (ScheduledRun::run_here) instead of waking the executor thread, which would cost two
+// thread hand-offs.
 ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<BufferPtr>& params,
                           std::vector<std::pair<int, int>> donations = {},
-                          const BindOutputs& bind = {});
+                          const BindOutputs& bind = {}, bool caller_waits = false);
 // The same over the parameters' slots (what a run reads of a parameter): a replay over external
 // memory makes a slot per input and no DeviceBuffer.
 ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> params,
                           std::vector<std::pair<int, int>> donations = {},
-                          const BindOutputs& bind = {});
+                          const BindOutputs& bind = {}, bool caller_waits = false);
 
 // Logs a run that replayed a program without tracing, hashing or compiling (capture replay, a
 // warm program): in the cut log and, under LAZULI_DEBUG, the execution report with the user's

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/metrics.h"
 #include "core/thread_pool.h"
 
 namespace lz {
@@ -17,13 +18,50 @@ DeviceExecutor::~DeviceExecutor() {
   thread_.join();
 }
 
-void DeviceExecutor::schedule(std::shared_ptr<Execution> exec, std::function<void()> task) {
+void DeviceExecutor::schedule(std::shared_ptr<Execution> exec, bool waiter_may_run,
+                              std::function<void()> task, bool wake) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    queue_.emplace_back(std::move(exec), std::move(task));
+    queue_.push_back(Task{std::move(exec), waiter_may_run, std::move(task)});
     queued_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
+}
+
+void DeviceExecutor::run_here_or_wake(const Execution* exec) {
+  if (!run_here_if_next(exec)) cv_.notify_one();
+}
+
+bool DeviceExecutor::run_here_if_next(const Execution* exec) {
+  Task t;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (busy_ || stop_ || queue_.empty() || queue_.front().exec.get() != exec ||
+        !queue_.front().waiter_may_run) {
+      return false;
+    }
+    t = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+    busy_ = true;
+  }
+  LZ_COUNTER("RunOnWaiter", 1);
+  run_task(std::move(t));
+  return true;
+}
+
+void DeviceExecutor::run_task(Task t) {
+  t.run();          // completes t.exec
+  t.run = nullptr;  // release the task's buffers now, not when the next task arrives
+  bool more;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    busy_ = false;
+    more = !queue_.empty();
+    if (!more) idle_cv_.notify_all();
+  }
+  // What was queued meanwhile waits for busy_ to clear (a waiter ran the task): wake its runner.
+  if (more) cv_.notify_one();
 }
 
 void DeviceExecutor::wait_all() {
@@ -90,30 +128,25 @@ void drain_at_exit() { device_executor().wait_all(); }
 
 void DeviceExecutor::loop() {
   for (;;) {
-    std::pair<std::shared_ptr<Execution>, std::function<void()>> item;
+    Task item;
     // A step's next program (a replayed step's, above all) usually comes within microseconds:
     // wait for it awake first, since sleeping and being woken costs more than a small program.
     spin_until(kIdleSpinNs, [&] { return queued_.load(std::memory_order_acquire) > 0; });
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stop_ || (!queue_.empty() && holds_ == 0); });
+      cv_.wait(l, [&] { return stop_ || (!queue_.empty() && holds_ == 0 && !busy_); });
       if (queue_.empty()) return;  // stop_ and drained
       item = std::move(queue_.front());
       queue_.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
       busy_ = true;
     }
-    item.second();  // completes item.first
+    run_task(std::move(item));
     // Registered after the first program, so it runs before the destructors of what that program
-    // initialized (exit() runs handlers in reverse order of registration).
+    // initialized (exit() runs handlers in reverse order of registration). The first program
+    // always runs here: a waiter runs only programs that ran before.
     static std::once_flag at_exit;
     std::call_once(at_exit, [] { std::atexit(drain_at_exit); });
-    item.second = nullptr;  // release the task's buffers now, not when the next task arrives
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      busy_ = false;
-      if (queue_.empty()) idle_cv_.notify_all();
-    }
   }
 }
 

@@ -28,7 +28,10 @@ using internal::TensorImplPtr;
 
 bool PendingRead::wait_for_ms(int ms) const {
   const std::shared_ptr<Execution>& exec = b_->producer();
-  return !exec || exec->wait_for_ms(ms);
+  if (!exec) return true;
+  // A wait that may sleep runs the program itself when it is next (a poll never does).
+  if (ms > 0 && !exec->done()) device_executor().run_here_if_next(exec.get());
+  return exec->wait_for_ms(ms);
 }
 
 void PendingRead::finish() const { frontend::finish_read(b_); }

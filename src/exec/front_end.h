@@ -43,7 +43,8 @@ namespace lz::front_end {
 class PendingRead {
  public:
   // True when the value is computed (or was never pending); false after `ms` milliseconds.
-  // Never throws.
+  // Never throws. A wait (ms > 0) for a short program that is next in line runs it on this
+  // thread (DeviceExecutor::run_here_if_next); so does finish().
   bool wait_for_ms(int ms) const;
   // Waits, raises the computing program's error (once), and counts the transfer.
   void finish() const;

@@ -445,6 +445,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
                               const SyncConfig& cfg) {
   SyncResult res;
   std::shared_ptr<Execution> exec;
+  bool run_here = false;  // the run was left to this thread (ScheduledRun::run_here)
   RegionState* region = current_region();
   // The user's call site, asked before taking the executor lock (the provider may run Python).
   std::vector<UserFrame> frames = user_frames(config().debug > 0 ? config().debug_max_frame : 1);
@@ -534,14 +535,18 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
       }
       return restore;
     };
-    ScheduledRun run = run_compiled(program, po.params, std::move(donations), bind);
+    ScheduledRun run = run_compiled(program, po.params, std::move(donations), bind,
+                                    cfg.caller_waits || cfg.wait || config().sync_wait);
     roots.held.clear();  // recording on these tensors may go on
+    run_here = run.run_here;
     exec = std::move(run.exec);
     res.outputs = std::move(run.outputs);
     res.ran = true;
     res.tensors = roots.tensors;
     internal::default_device().nodes_at_last_cut.store(ir::nodes_created(), std::memory_order_relaxed);
   }
+  // Outside the executor lock: recording on other threads goes on while this one runs it.
+  if (run_here) device_executor().run_here_or_wake(exec.get());
   if (cfg.wait || config().sync_wait) {
     try {
       exec->wait();

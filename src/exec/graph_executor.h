@@ -47,6 +47,9 @@ struct SyncConfig {
   bool sync_data = true;  // replace the synced tensors' IR by the new device data
   bool barrier = false;   // a step barrier: buffer donation allowed
   bool wait = false;      // block until the program has run
+  // The caller waits for the program at once (a value read): a short one runs on the caller's
+  // thread before this returns (run_compiled's caller_waits), as it does with `wait`.
+  bool caller_waits = false;
   CutReason reason = CutReason::UserSync;
   ProgramCapture* capture = nullptr;  // when set, filled with the scheduled program
   // The warm-up route (DESIGN.md section 4): find or compile the program and fill `capture`, but

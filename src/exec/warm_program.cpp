@@ -1,6 +1,7 @@
 #include "exec/warm_program.h"
 
 #include "core/metrics.h"
+#include "exec/device_executor.h"
 #include "lazuli/error.h"
 #include "tensor/lazy_tensor.h"
 
@@ -103,21 +104,22 @@ std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& 
   check_ready(inputs.size());
   std::vector<SlotPtr> slots(inputs.size());  // one per input the program reads
   return run_params(param_slots([&](int i) {
-    if (slots[i]) return slots[i];
-    const ExternalInput& in = inputs[i];
-    const auto& [dtype, shape] = input_types_[i];
-    if ((!in.data && numel(shape) != 0) ||
-        reinterpret_cast<uintptr_t>(in.data) % dtype_size(dtype) != 0) {
-      throw ValueError(name_ + ": input " + std::to_string(i) + "'s memory (" +
-                       std::string(dtype_name(dtype)) + shape_str(shape) +
-                       ") is null or not aligned for its dtype");
-    }
-    slots[i] = std::make_shared<BufferSlot>();
-    slots[i]->storage =
-        std::make_shared<Storage>(in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype),
-                                  in.owner, DeviceId::host(), in.content_id);
-    return slots[i];
-  }));
+                      if (slots[i]) return slots[i];
+                      const ExternalInput& in = inputs[i];
+                      const auto& [dtype, shape] = input_types_[i];
+                      if ((!in.data && numel(shape) != 0) ||
+                          reinterpret_cast<uintptr_t>(in.data) % dtype_size(dtype) != 0) {
+                        throw ValueError(name_ + ": input " + std::to_string(i) + "'s memory (" +
+                                         std::string(dtype_name(dtype)) + shape_str(shape) +
+                                         ") is null or not aligned for its dtype");
+                      }
+                      slots[i] = std::make_shared<BufferSlot>();
+                      slots[i]->storage = std::make_shared<Storage>(
+                          in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype), in.owner,
+                          DeviceId::host(), in.content_id);
+                      return slots[i];
+                    }),
+                    /*caller_waits=*/true);
 }
 
 std::vector<SlotPtr> WarmProgram::param_slots(const std::function<SlotPtr(int)>& input_slot) {
@@ -133,13 +135,15 @@ bool WarmProgram::donates_input(size_t i) const {
   return i < donated_input_.size() && donated_input_[i];
 }
 
-std::vector<Tensor> WarmProgram::run_params(std::vector<SlotPtr> params) {
+std::vector<Tensor> WarmProgram::run_params(std::vector<SlotPtr> params, bool caller_waits) {
   const size_t n_params = params.size();
-  std::vector<BufferPtr> outs;
+  ScheduledRun run;
   {
     auto lock = lock_executor();
-    outs = run_compiled(cap_.program, std::move(params), donations_).outputs;
+    run = run_compiled(cap_.program, std::move(params), donations_, {}, caller_waits);
   }
+  if (run.run_here) device_executor().run_here_or_wake(run.exec.get());
+  std::vector<BufferPtr>& outs = run.outputs;
   LZ_COUNTER("WarmProgramRun", 1);
   note_replay(cap_.program, n_params, name_);
   std::vector<Tensor> fresh;

@@ -45,7 +45,8 @@ class WarmProgram {
   // run() over external memory, with no tensor and no DeviceBuffer made per input: a front end's
   // replay of a partition (the torch.compile bridge), whose cost per input is most of a small
   // model's step. The caller vouches for each input's byte count and layout; a null or
-  // misaligned address is a ValueError.
+  // misaligned address is a ValueError. Its caller reads the outputs at once, so a short program
+  // runs on the calling thread before this returns (run_compiled's caller_waits).
   std::vector<Tensor> run_external(const std::vector<ExternalInput>& inputs);
   // Whether the program may compute an output into input `i`'s memory (a donated pair): that
   // memory then lives as long as the output, so its owner should hold that input alone.
@@ -70,7 +71,8 @@ class WarmProgram {
   void check_ready(size_t n_inputs) const;  // compiled, and given one buffer per input
   // One slot per parameter: a constant's own, input_slot(i) for one that is input i.
   std::vector<SlotPtr> param_slots(const std::function<SlotPtr(int)>& input_slot);
-  std::vector<Tensor> run_params(std::vector<SlotPtr> params);
+  // caller_waits: run_compiled's (the caller reads every output at once).
+  std::vector<Tensor> run_params(std::vector<SlotPtr> params, bool caller_waits = false);
 };
 
 }  // namespace lz

@@ -41,6 +41,7 @@ BufferPtr schedule_read(const Tensor& t, CutReason reason) {
     cfg.sync_data = true;
     cfg.barrier = false;
     cfg.wait = false;
+    cfg.caller_waits = true;  // finish_read follows
     cfg.reason = reason;
     SyncResult r = sync_tensors_graph({impl}, cfg);
     for (size_t i = 0; i < r.tensors.size(); ++i) {
@@ -53,6 +54,11 @@ BufferPtr schedule_read(const Tensor& t, CutReason reason) {
 }
 
 void finish_read(const BufferPtr& b) {
+  // A short program next in line runs here rather than on the executor thread, which this thread
+  // would otherwise sleep waiting for.
+  if (const std::shared_ptr<Execution>& exec = b->producer(); exec && !exec->done()) {
+    device_executor().run_here_if_next(exec.get());
+  }
   try {
     b->wait();
   } catch (...) {

@@ -1,9 +1,15 @@
 // Tensor states, the executor's routes (sync, sync_tensors, value reads), asynchronous execution
 // and its errors, step closures, the graph-size cut, the shape cache, and dumps.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
 #include <thread>
 
 #include "backend/backend.h"
+#include "core/buffer.h"
 #include "core/config.h"
+#include "exec/device_executor.h"
 #include "ir/shape_inference.h"
 #include "test_util.h"
 
@@ -340,6 +346,99 @@ TEST_F(Executor, SteadyLoopWithAReadOfAHeldIntermediateCompilesNothingAfterWarmU
   }
   EXPECT_EQ(counter("UncachedCompile"), compiled);
   EXPECT_GE(counter("ValueReadMaterialized"), 6);
+}
+
+// ---- a waiter that runs the program it waits for (DeviceExecutor::run_here_if_next) ---------
+// hold() keeps the executor thread from starting anything, so whether the waiter or the executor
+// thread runs a task is certain, not a race.
+
+struct Ran {
+  std::atomic<int> times{0};
+  std::thread::id on;
+};
+
+std::function<void()> task_of(const std::shared_ptr<Execution>& exec, Ran& ran) {
+  return [exec, &ran] {
+    ran.on = std::this_thread::get_id();
+    ++ran.times;
+    exec->complete(nullptr);
+  };
+}
+
+TEST_F(Executor, WaiterRunsTheNextProgramOnItsOwnThreadWhenAllowed) {
+  DeviceExecutor& ex = device_executor();
+  const int64_t before = counter("RunOnWaiter");
+  auto exec = std::make_shared<Execution>();
+  Ran ran;
+  ex.hold();
+  ex.schedule(exec, true, task_of(exec, ran));
+  EXPECT_TRUE(ex.run_here_if_next(exec.get()));
+  ex.release();
+  EXPECT_TRUE(exec->done());
+  EXPECT_EQ(ran.times, 1);
+  EXPECT_EQ(ran.on, std::this_thread::get_id());
+  EXPECT_EQ(counter("RunOnWaiter"), before + 1);
+  EXPECT_FALSE(ex.run_here_if_next(exec.get()));  // ran already: nothing to do
+  ex.wait_all();
+  EXPECT_EQ(ran.times, 1);
+}
+
+TEST_F(Executor, WaiterNeverRunsAProgramOutOfOrderOrOneNotAllowed) {
+  DeviceExecutor& ex = device_executor();
+  auto first = std::make_shared<Execution>(), second = std::make_shared<Execution>(),
+       pinned = std::make_shared<Execution>();
+  Ran r1, r2, r3;
+  ex.hold();
+  ex.schedule(first, true, task_of(first, r1));
+  ex.schedule(second, true, task_of(second, r2));
+  ex.schedule(pinned, false, task_of(pinned, r3));  // a collective's run: the executor thread's
+  EXPECT_FALSE(ex.run_here_if_next(second.get()));  // `first` must run before it
+  EXPECT_EQ(r2.times, 0);
+  EXPECT_TRUE(ex.run_here_if_next(first.get()));
+  EXPECT_TRUE(ex.run_here_if_next(second.get()));
+  EXPECT_FALSE(ex.run_here_if_next(pinned.get()));
+  ex.release();
+  ex.wait_all();
+  EXPECT_EQ(r3.times, 1);
+  EXPECT_NE(r3.on, std::this_thread::get_id());
+}
+
+TEST_F(Executor, ExecutorThreadStartsNothingWhileAWaiterRunsAProgram) {
+  DeviceExecutor& ex = device_executor();
+  auto a = std::make_shared<Execution>(), b = std::make_shared<Execution>();
+  Ran rb;
+  std::atomic<bool> b_started_during_a{false};
+  ex.hold();
+  ex.schedule(a, true, [&] {
+    ex.release();  // the executor thread is free now: only `a` running may hold `b` back
+    ex.schedule(b, true, task_of(b, rb));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    b_started_during_a = rb.times.load() > 0;
+    a->complete(nullptr);
+  });
+  EXPECT_TRUE(ex.run_here_if_next(a.get()));
+  b->wait();
+  EXPECT_FALSE(b_started_during_a);
+  EXPECT_EQ(rb.times, 1);
+}
+
+TEST_F(Executor, ValueReadOfAShortProgramThatRanBeforeRunsOnTheReader) {
+  Tensor x = lz::ones({8});
+  auto step = [&] { return lz::mul(x, 2.0f).to_vector<float>(); };
+  // The first read also stores x (a live intermediate); from the second on, one program repeats.
+  // Its first run is the executor thread's: its length is unknown until then.
+  step();
+  step();
+  device_executor().hold();
+  const int64_t before = counter("RunOnWaiter");
+  // With the executor thread held only the reader can run it; if it does not, the read would
+  // wait for the hold, so the test lets go after 10 s and fails instead of hanging.
+  auto read = std::async(std::launch::async, step);
+  const bool ran = read.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  device_executor().release();
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(read.get(), std::vector<float>(8, 2.0f));
+  EXPECT_EQ(counter("RunOnWaiter"), before + 1);
 }
 
 }  // namespace

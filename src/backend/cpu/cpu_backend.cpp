@@ -133,6 +133,7 @@ class CpuProgram final : public Executable {
 
   void run(const std::vector<const Storage*>& params,
            const std::vector<Storage*>& outputs) const override {
+    KeepOpenmpThreads keep_openmp;  // this thread may be the user's (a waiter that runs it)
     std::shared_ptr<Storage> arena;
     if (plan_.arena_bytes > 0) arena = std::make_shared<Storage>(static_cast<size_t>(plan_.arena_bytes));
     std::vector<void*> ptr(plan_.values.size(), nullptr);

@@ -57,11 +57,14 @@ bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int
 }  // namespace
 
 void single_threaded_onednn() {
-  thread_local bool single = false;
-  if (!single) {
-    omp_set_num_threads(1);  // this thread's OpenMP team: itself
-    single = true;
-  }
+  // A read of this thread's setting: cheap, and right again after a KeepOpenmpThreads scope.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // this thread's team: itself
+}
+
+KeepOpenmpThreads::KeepOpenmpThreads() : threads_(omp_get_max_threads()) {}
+
+KeepOpenmpThreads::~KeepOpenmpThreads() {
+  if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
 }
 
 int64_t batch_offset(int64_t b, const Shape& batch, const Shape& shape, int64_t matrix_size) {

@@ -13,9 +13,24 @@
 
 namespace lz::cpu {
 
-// Makes this thread's OpenMP team itself, once per thread: oneDNN runs on the runtime pool's
-// threads, one single-threaded call each, never with its own team (library_calls.cpp says why).
+// Makes this thread's OpenMP team itself: oneDNN runs on the runtime pool's threads, one
+// single-threaded call each, never with its own team (library_calls.cpp says why).
 void single_threaded_onednn();
+
+// Gives the calling thread its OpenMP team size back when the scope ends. PyTorch in the same
+// process shares the OpenMP runtime, and a program may run on a thread of the user's (a waiter
+// runs a short program itself: DeviceExecutor::run_here_if_next): single_threaded_onednn there
+// would otherwise leave PyTorch's own ops on that thread single-threaded.
+class KeepOpenmpThreads {
+ public:
+  KeepOpenmpThreads();
+  ~KeepOpenmpThreads();
+  KeepOpenmpThreads(const KeepOpenmpThreads&) = delete;
+  KeepOpenmpThreads& operator=(const KeepOpenmpThreads&) = delete;
+
+ private:
+  int threads_;
+};
 
 // The libraries' identity (name and version), part of every plan's cache key.
 std::string library_id();

@@ -167,3 +167,29 @@ def test_run_over_refuses_a_tensor_that_is_not_the_inputs_block(bad):
         program.run_over([torch.ones(2, 3), torch.ones(2, 3)], [0])
     (out,) = lz._C._numpy_views(program.run_over([torch.ones(2, 3), torch.ones(2, 3)]))
     np.testing.assert_array_equal(out, np.full((2, 3), 2.0))  # the program still runs
+
+
+def test_a_read_runs_a_short_program_itself_and_leaves_torchs_threads_alone():
+    # A partition's program that ran before (so its length is known, and short) runs on the
+    # thread that reads its outputs when it is next in line: with the executor thread held, only
+    # the reader can run it. Its oneDNN convolution makes the running thread's OpenMP team itself;
+    # PyTorch shares that OpenMP runtime, so the reader's own setting must come back after.
+    import lazuli.torch as lzt
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 8, 3)
+    x = torch.randn(2, 3, 16, 16)
+    f = torch.compile(conv, backend=lzt.backend)
+    threads = torch.get_num_threads()
+    with torch.no_grad():
+        f(x)
+        lz.wait()
+        before = _C.debug.counter_value("RunOnWaiter")
+        _C.debug._hold_executor()
+        try:
+            out = f(x)
+        finally:
+            _C.debug._release_executor()
+        expected = conv(x)
+    assert _C.debug.counter_value("RunOnWaiter") == before + 1
+    assert torch.get_num_threads() == threads
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
