@@ -441,5 +441,25 @@ TEST_F(Executor, ValueReadOfAShortProgramThatRanBeforeRunsOnTheReader) {
   EXPECT_EQ(counter("RunOnWaiter"), before + 1);
 }
 
+TEST_F(Executor, ReadOfAValueASyncScheduledRunsItWhenTheExecutorThreadHasNotStarted) {
+  Tensor x = lz::ones({8});
+  auto step = [&] {
+    Tensor y = lz::mul(x, 3.0f);
+    lz::sync();  // scheduled for the executor thread: sync does not wait
+    return y;
+  };
+  step().to_vector<float>();  // the first run of each program is the executor thread's
+  step().to_vector<float>();
+  device_executor().hold();
+  const int64_t before = counter("RunOnWaiter");
+  Tensor y = step();  // queued behind the hold
+  auto read = std::async(std::launch::async, [&] { return y.to_vector<float>(); });
+  const bool ran = read.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  device_executor().release();
+  EXPECT_TRUE(ran);  // the read found it next in line and ran it
+  EXPECT_EQ(read.get(), std::vector<float>(8, 3.0f));
+  EXPECT_EQ(counter("RunOnWaiter"), before + 1);
+}
+
 }  // namespace
 }  // namespace lz
