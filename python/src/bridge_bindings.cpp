@@ -17,7 +17,9 @@ using lz::Tensor;
 
 // A Storage over external memory may die on the executor thread, which must not take the GIL
 // (a Python thread holding it may be waiting for that thread). Its Python owner is then released
-// later on a Python thread, through Py_AddPendingCall.
+// later on a Python thread, through Py_AddPendingCall. So it is when it dies on a Python thread
+// that runs a program itself (a short one it waits for: DeviceExecutor::run_here_if_next), even
+// one holding the GIL: a finalizer run there that waited for the executor would wait for itself.
 // One pending call drains them all: a replay's program releases every input's owner at once
 // (66 in one partition of a small transformer), and a pending call per owner cost more than the
 // rest of the release.
@@ -38,7 +40,7 @@ int drain_releases(void*) {
 
 void release_owner(PyObject* o) {
   if (!Py_IsInitialized()) return;  // at exit: the interpreter is gone, nothing to release
-  if (PyGILState_Check()) {
+  if (PyGILState_Check() && !fe::running_program_here()) {
     Py_DECREF(o);
     return;
   }

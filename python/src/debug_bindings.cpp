@@ -54,7 +54,8 @@ void bind_debug(py::module_& m) {
   // For tests and notebooks: start from an empty compile cache, or change a setting that the
   // environment set at startup (the names are Config's fields, see docs/environment.md).
   d.def("_clear_compile_cache", &fe::clear_compile_cache);
-  // Tests only (exec/device_executor.h): no further program starts until the matching release.
+  // Tests only (exec/device_executor.h): the executor thread starts no further program until the
+  // matching release; a thread waiting for a short program may still run it.
   d.def("_hold_executor", &fe::hold_executor);
   d.def("_release_executor", &fe::release_executor);
   d.def(

@@ -1,7 +1,8 @@
 // The backend interface (DESIGN.md section 5). The executor hands a backend an ir::LoweringGraph
 // (ir/lowering_graph.h: the post-ordered nodes of one sync, with parameter slots and roots); the
 // backend returns an Executable that no longer references any node or buffer, so a cached program
-// keeps no tensor memory alive. Executables run on the device's executor thread.
+// keeps no tensor memory alive. Executables run on the device's executor thread, or on a thread
+// that waits for a short one (exec/device_executor.h run_here_if_next).
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -146,7 +146,7 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
   // tensor the failure did not reach keeps its value, the others have none.
   for (size_t r = 0; r < outputs.size(); ++r) {
     bool restored = false;
-    try {  // the copy may need memory; on the executor thread nothing may escape
+    try {  // the copy may need memory; nothing may escape a task (exec/device_executor.h)
       restored = restore_root(*outputs[r], r < restore.size() ? restore[r] : nullptr, outs[r],
                               params, root_types[r]);
     } catch (...) {

@@ -50,9 +50,26 @@ bool DeviceExecutor::run_here_if_next(const Execution* exec) {
   return true;
 }
 
+namespace {
+thread_local int t_running = 0;  // tasks this thread is running (run_task nests never; 0 or 1)
+}  // namespace
+
+bool DeviceExecutor::running_task_here() { return t_running > 0; }
+
 void DeviceExecutor::run_task(Task t) {
-  t.run();          // completes t.exec
+  ++t_running;
+  try {
+    t.run();  // completes t.exec
+  } catch (...) {
+    // A task must not throw (run_program catches what it can); if one does, its run fails like
+    // any failed run instead of leaving busy_ set, which would stop every later program.
+    if (!t.exec->done()) {
+      record_error(t.exec.get(), std::current_exception());
+      t.exec->complete(std::current_exception());
+    }
+  }
   t.run = nullptr;  // release the task's buffers now, not when the next task arrives
+  --t_running;
   bool more;
   {
     std::lock_guard<std::mutex> l(mu_);

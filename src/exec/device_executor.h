@@ -21,8 +21,8 @@ class DeviceExecutor {
  public:
   DeviceExecutor();
   ~DeviceExecutor();
-  // `task` runs on the executor thread and must complete `exec` (with or without an error; on an
-  // error it calls record_error first).
+  // `task` runs on the executor thread (or on a waiter, below) and must complete `exec` (with or
+  // without an error; on an error it calls record_error first).
   void schedule(std::shared_ptr<Execution> exec, std::function<void()> task) {
     schedule(std::move(exec), false, std::move(task));
   }
@@ -40,6 +40,10 @@ class DeviceExecutor {
   // run_here_if_next(exec), else wakes the executor thread: what a caller that scheduled `exec`
   // with wake = false and waits for it at once does next.
   void run_here_or_wake(const Execution* exec);
+  // Whether the calling thread is running a task now (the executor thread, or a waiter inside
+  // run_here_if_next): what a task's buffers release then must not wait for the executor, nor run
+  // code that might (a Python finalizer: python/src/bridge_bindings.cpp release_owner).
+  static bool running_task_here();
   // Blocks until everything scheduled so far has finished.
   void wait_all();
   // Waits at most `ms` milliseconds; true when everything scheduled so far has finished.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 #include "backend/backend.h"
@@ -401,6 +402,22 @@ TEST_F(Executor, WaiterNeverRunsAProgramOutOfOrderOrOneNotAllowed) {
   ex.wait_all();
   EXPECT_EQ(r3.times, 1);
   EXPECT_NE(r3.on, std::this_thread::get_id());
+}
+
+TEST_F(Executor, ATaskThatThrowsFailsItsRunAndLaterTasksStillRun) {
+  DeviceExecutor& ex = device_executor();
+  auto bad = std::make_shared<Execution>(), good = std::make_shared<Execution>();
+  Ran ran;
+  ex.hold();
+  ex.schedule(bad, true, [] { throw std::runtime_error("a task that breaks its contract"); });
+  EXPECT_TRUE(ex.run_here_if_next(bad.get()));
+  ex.release();
+  EXPECT_TRUE(bad->done());
+  EXPECT_TRUE(bad->error() != nullptr);
+  EXPECT_TRUE(ex.take_error_of(bad.get()) != nullptr);  // kept for the next wait, like any failure
+  ex.schedule(good, false, task_of(good, ran));         // the executor thread is not stuck
+  good->wait();
+  EXPECT_EQ(ran.times, 1);
 }
 
 TEST_F(Executor, ExecutorThreadStartsNothingWhileAWaiterRunsAProgram) {
