@@ -94,6 +94,7 @@ Config read_env() {
   c.enable_param_aliasing = env_bool("LAZULI_ENABLE_PARAM_ALIASING", true);
   c.fuse_rows = env_bool("LAZULI_FUSE_ROWS", true);
   c.sync_wait = env_bool("LAZULI_SYNC_WAIT", false);
+  c.waiter_run_ms = env_int("LAZULI_WAITER_RUN_MS", 10, 0);
   c.emit_steplog = env_bool("LAZULI_EMIT_STEPLOG", false);
   c.dist_timeout_s = env_int("LAZULI_DIST_TIMEOUT", 600, 0);
   c.dist_check = env_bool("LAZULI_DIST_CHECK", true);

@@ -22,6 +22,7 @@ struct Config {
   bool enable_param_aliasing = true;        // LAZULI_ENABLE_PARAM_ALIASING
   bool fuse_rows = true;                    // LAZULI_FUSE_ROWS
   bool sync_wait = false;                   // LAZULI_SYNC_WAIT
+  int64_t waiter_run_ms = 10;  // LAZULI_WAITER_RUN_MS: shorter programs may run on their waiter
   bool emit_steplog = false;                // LAZULI_EMIT_STEPLOG
   int debug = 0;                            // LAZULI_DEBUG: 0, 1, 2
   std::string debug_file;                   // LAZULI_DEBUG_FILE ("" = stderr)

@@ -196,7 +196,7 @@ ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> p
   // change the use counts that donation decisions read.
   const int64_t last_ns = program.exe->last_run_ns.load(std::memory_order_relaxed);
   const bool waiter_may_run =
-      facts.collectives.empty() && last_ns >= 0 && last_ns < kWaiterRunsBelowNs;
+      facts.collectives.empty() && last_ns >= 0 && last_ns < config().waiter_run_ms * 1'000'000;
   run.run_here = caller_waits && waiter_may_run;
   device_executor().schedule(
       run.exec, waiter_may_run,

@@ -41,11 +41,6 @@ struct CompiledProgram {
   std::shared_ptr<const ProgramFacts> facts;  // never null once compiled
 };
 
-// Below this, a run costs about as much as the two thread hand-offs it saves when its waiter
-// runs it (bench/replay_overhead.py: tens of microseconds); above it, the waiter would hold off
-// an interrupt (Ctrl-C) for the run's length.
-constexpr int64_t kWaiterRunsBelowNs = 10'000'000;
-
 struct ScheduledRun {
   std::shared_ptr<Execution> exec;  // the run; its outputs' producer
   std::vector<BufferPtr> outputs;   // placeholders, one per root, filled when the run finishes
@@ -62,7 +57,9 @@ using BindOutputs = std::function<std::vector<SlotPtr>(const std::vector<BufferP
 // Schedules one run of `program` on `params` (one buffer per parameter slot) on the device's
 // executor thread and returns at once. The caller holds lock_executor() (exec/graph_executor.h).
 // A donated pair (parameter, output) computes the output into the parameter's memory.
-// A run whose program last ran in under kWaiterRunsBelowNs and has no collectives may run on the
+// A run whose program last ran in under LAZULI_WAITER_RUN_MS (config().waiter_run_ms: 10 ms; below
+// it a run costs about as much as the two thread hand-offs it saves, above it the waiter would hold
+// off an interrupt for the run's length) and has no collectives may run on the
 // thread that waits for it instead (DeviceExecutor::run_here_if_next). caller_waits: the caller
 // waits for this run at once (a value read, a partition's replay); such a run is left to the
 // caller (ScheduledRun::run_here) instead of waking the executor thread, which would cost two

@@ -300,6 +300,7 @@ const SettingRow kSettings[] = {
     LZ_SETTING(save_graphs_fmt, std::string, std::string),
     LZ_SETTING(enable_param_aliasing, bool, bool),
     LZ_SETTING(sync_wait, bool, bool),
+    LZ_SETTING(waiter_run_ms, int64_t, int64_t),
 };
 #undef LZ_SETTING
 

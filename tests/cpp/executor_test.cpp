@@ -353,6 +353,18 @@ TEST_F(Executor, SteadyLoopWithAReadOfAHeldIntermediateCompilesNothingAfterWarmU
 // hold() keeps the executor thread from starting anything, so whether the waiter or the executor
 // thread runs a task is certain, not a race.
 
+// Sets LAZULI_WAITER_RUN_MS for a test's scope.
+class WaiterRunMs {
+ public:
+  explicit WaiterRunMs(int64_t ms) : old_(config().waiter_run_ms) {
+    mutable_config().waiter_run_ms = ms;
+  }
+  ~WaiterRunMs() { mutable_config().waiter_run_ms = old_; }
+
+ private:
+  int64_t old_;
+};
+
 struct Ran {
   std::atomic<int> times{0};
   std::thread::id on;
@@ -440,6 +452,9 @@ TEST_F(Executor, ExecutorThreadStartsNothingWhileAWaiterRunsAProgram) {
 }
 
 TEST_F(Executor, ValueReadOfAShortProgramThatRanBeforeRunsOnTheReader) {
+  // Any earlier run counts as short here: a loaded machine (CI's sanitizer runs) may take
+  // longer than the default 10 ms over a tiny program.
+  WaiterRunMs long_enough(1'000'000);
   Tensor x = lz::ones({8});
   auto step = [&] { return lz::mul(x, 2.0f).to_vector<float>(); };
   // The first read also stores x (a live intermediate); from the second on, one program repeats.
@@ -459,6 +474,9 @@ TEST_F(Executor, ValueReadOfAShortProgramThatRanBeforeRunsOnTheReader) {
 }
 
 TEST_F(Executor, ReadOfAValueASyncScheduledRunsItWhenTheExecutorThreadHasNotStarted) {
+  // Any earlier run counts as short here: a loaded machine (CI's sanitizer runs) may take
+  // longer than the default 10 ms over a tiny program.
+  WaiterRunMs long_enough(1'000'000);
   Tensor x = lz::ones({8});
   auto step = [&] {
     Tensor y = lz::mul(x, 3.0f);
