@@ -57,10 +57,7 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
                  const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
                  const std::vector<std::pair<int, int>>& donations,
                  const std::vector<SlotPtr>& restore, const std::shared_ptr<Execution>& exec) {
-  const auto& root_types = facts.root_types;
-  const auto& origins = facts.origins;
-  const auto& collectives = facts.collectives;
-  const auto& site = facts.site;
+  const auto& [root_types, origins, collectives, site] = facts;
   std::vector<std::shared_ptr<Storage>> outs(outputs.size());
   std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
   std::exception_ptr error;

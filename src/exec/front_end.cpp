@@ -255,8 +255,9 @@ void clear_recompile_history() { lz::clear_recompile_history(); }
 
 void clear_compile_cache() { lz::clear_compile_cache(); }
 
-void hold_executor() { device_executor().hold(); }
 bool running_program_here() { return DeviceExecutor::running_task_here(); }
+
+void hold_executor() { device_executor().hold(); }
 
 void release_executor() { device_executor().release(); }
 

@@ -188,11 +188,11 @@ std::vector<CutInfo> recent_cuts();
 void clear_recent_cuts();
 void clear_recompile_history();
 void clear_compile_cache();
-// Tests: the executor thread starts no further program until the matching release (a thread
-// waiting for a short program may still run it: DeviceExecutor::run_here_if_next).
 // Whether this thread is running a program now (the executor thread, or a reader running a short
 // program itself): what its buffers release must not run code that waits for the executor.
 bool running_program_here();
+// Tests: the executor thread starts no further program until the matching release (a thread
+// waiting for a short program may still run it: DeviceExecutor::run_here_if_next).
 void hold_executor();
 void release_executor();
 // The settings tests and notebooks may change after startup (docs/environment.md names them):

@@ -103,23 +103,23 @@ std::vector<Tensor> WarmProgram::run(const std::vector<Tensor>& inputs) {
 std::vector<Tensor> WarmProgram::run_external(const std::vector<ExternalInput>& inputs) {
   check_ready(inputs.size());
   std::vector<SlotPtr> slots(inputs.size());  // one per input the program reads
-  return run_params(param_slots([&](int i) {
-                      if (slots[i]) return slots[i];
-                      const ExternalInput& in = inputs[i];
-                      const auto& [dtype, shape] = input_types_[i];
-                      if ((!in.data && numel(shape) != 0) ||
-                          reinterpret_cast<uintptr_t>(in.data) % dtype_size(dtype) != 0) {
-                        throw ValueError(name_ + ": input " + std::to_string(i) + "'s memory (" +
-                                         std::string(dtype_name(dtype)) + shape_str(shape) +
-                                         ") is null or not aligned for its dtype");
-                      }
-                      slots[i] = std::make_shared<BufferSlot>();
-                      slots[i]->storage = std::make_shared<Storage>(
-                          in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype), in.owner,
-                          DeviceId::host(), in.content_id);
-                      return slots[i];
-                    }),
-                    /*caller_waits=*/true);
+  std::vector<SlotPtr> params = param_slots([&](int i) {
+    if (slots[i]) return slots[i];
+    const ExternalInput& in = inputs[i];
+    const auto& [dtype, shape] = input_types_[i];
+    if ((!in.data && numel(shape) != 0) ||
+        reinterpret_cast<uintptr_t>(in.data) % dtype_size(dtype) != 0) {
+      throw ValueError(name_ + ": input " + std::to_string(i) + "'s memory (" +
+                       std::string(dtype_name(dtype)) + shape_str(shape) +
+                       ") is null or not aligned for its dtype");
+    }
+    slots[i] = std::make_shared<BufferSlot>();
+    slots[i]->storage =
+        std::make_shared<Storage>(in.data, static_cast<size_t>(numel(shape)) * dtype_size(dtype),
+                                  in.owner, DeviceId::host(), in.content_id);
+    return slots[i];
+  });
+  return run_params(std::move(params), /*caller_waits=*/true);
 }
 
 std::vector<SlotPtr> WarmProgram::param_slots(const std::function<SlotPtr(int)>& input_slot) {
