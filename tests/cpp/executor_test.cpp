@@ -380,6 +380,7 @@ std::function<void()> task_of(const std::shared_ptr<Execution>& exec, Ran& ran) 
 
 TEST_F(Executor, WaiterRunsTheNextProgramOnItsOwnThreadWhenAllowed) {
   DeviceExecutor& ex = device_executor();
+  ex.wait_all();  // a task finishing (busy_ still set) would refuse the waiter below
   const int64_t before = counter("RunOnWaiter");
   auto exec = std::make_shared<Execution>();
   Ran ran;
@@ -398,6 +399,7 @@ TEST_F(Executor, WaiterRunsTheNextProgramOnItsOwnThreadWhenAllowed) {
 
 TEST_F(Executor, WaiterNeverRunsAProgramOutOfOrderOrOneNotAllowed) {
   DeviceExecutor& ex = device_executor();
+  ex.wait_all();  // a task finishing (busy_ still set) would refuse the waiter below
   auto first = std::make_shared<Execution>(), second = std::make_shared<Execution>(),
        pinned = std::make_shared<Execution>();
   Ran r1, r2, r3;
@@ -418,6 +420,7 @@ TEST_F(Executor, WaiterNeverRunsAProgramOutOfOrderOrOneNotAllowed) {
 
 TEST_F(Executor, ATaskThatThrowsFailsItsRunAndLaterTasksStillRun) {
   DeviceExecutor& ex = device_executor();
+  ex.wait_all();  // a task finishing (busy_ still set) would refuse the waiter below
   auto bad = std::make_shared<Execution>(), good = std::make_shared<Execution>();
   Ran ran;
   ex.hold();
@@ -434,6 +437,7 @@ TEST_F(Executor, ATaskThatThrowsFailsItsRunAndLaterTasksStillRun) {
 
 TEST_F(Executor, ExecutorThreadStartsNothingWhileAWaiterRunsAProgram) {
   DeviceExecutor& ex = device_executor();
+  ex.wait_all();  // a task finishing (busy_ still set) would refuse the waiter below
   auto a = std::make_shared<Execution>(), b = std::make_shared<Execution>();
   Ran rb;
   std::atomic<bool> b_started_during_a{false};
@@ -461,6 +465,9 @@ TEST_F(Executor, ValueReadOfAShortProgramThatRanBeforeRunsOnTheReader) {
   // Its first run is the executor thread's: its length is unknown until then.
   step();
   step();
+  // The executor thread may still be finishing the last run's task (busy_ set), which would
+  // refuse the waiter: wait until it is idle.
+  device_executor().wait_all();
   device_executor().hold();
   const int64_t before = counter("RunOnWaiter");
   // With the executor thread held only the reader can run it; if it does not, the read would
@@ -485,6 +492,9 @@ TEST_F(Executor, ReadOfAValueASyncScheduledRunsItWhenTheExecutorThreadHasNotStar
   };
   step().to_vector<float>();  // the first run of each program is the executor thread's
   step().to_vector<float>();
+  // The executor thread may still be finishing the last run's task (busy_ set), which would
+  // refuse the waiter: wait until it is idle.
+  device_executor().wait_all();
   device_executor().hold();
   const int64_t before = counter("RunOnWaiter");
   Tensor y = step();  // queued behind the hold
