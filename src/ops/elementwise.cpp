@@ -165,6 +165,27 @@ Tensor pow(const Operand& a, const Operand& b) {
     if (e == 0.5) return unary_op("pow", OpKind::Sqrt, a.tensor());
     if (e == -0.5) return unary_op("pow", OpKind::Rsqrt, a.tensor());
   }
+  // Small integer exponents are products, as PyTorch's CPU kernel computes them (x * x * x,
+  // 1 / (x * x)): the same bits as eager, and no pow call, which is slow for negative bases (the
+  // vector powf takes a scalar path per lane). The exponent is then part of the program, as 0.5
+  // is. Only where the result keeps the base's dtype; float16 and bfloat16 keep pow's one
+  // rounding.
+  if (a.is_tensor() && a.tensor().defined() && !b.is_tensor()) {
+    const Tensor& x = a.tensor();
+    const DType dt = x.dtype();
+    const bool wide_float = dt == DType::Float32 || dt == DType::Float64;
+    const bool int_power =
+        dt != DType::Bool && !is_floating(dt) && b.scalar().kind() != Scalar::Kind::Float;
+    const double e = b.scalar().kind() == Scalar::Kind::Float
+                         ? b.scalar().to_double()
+                         : static_cast<double>(b.scalar().to_int());
+    if (wide_float || int_power) {
+      if (e == 2.0) return mul(x, x);
+      if (e == 3.0) return mul(mul(x, x), x);
+    }
+    if (wide_float && e == -1.0) return div(1, x);
+    if (wide_float && e == -2.0) return div(1, mul(x, x));
+  }
   return binary("pow", OpKind::Pow, a, b);
 }
 
