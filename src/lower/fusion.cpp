@@ -14,15 +14,17 @@
 //     size-1 dims) never copy: they become index arithmetic, pushed down to the loads as affine
 //     maps from the kernel's loop indices. A reshape that merges dims is not affine; over a
 //     materialized buffer it is a free reinterpretation (an alias), otherwise its operand is
-//     materialized first. cat and slice_scatter are materialized, each by one elementwise
-//     kernel per part writing its window of the output (parts_kernels_for): a cat's operands
-//     (fused) into consecutive ranges of the dim; a slice_scatter's src into its strided window
-//     and the base around it (step 1: the two ranges outside the window; a larger step: all of
-//     the base first, then the window over it). A slice_scatter whose base is materialized by
-//     this program and read by nothing else (no other use, not a root; reshapes of it count as
-//     the same buffer) writes only its window, into the base's buffer (in_place_base): a chain
-//     of window writes (DDP's gradient bucket) copies the base once, not once per link. A root
-//     that only reshapes such a value is written in place too.
+//     materialized first: the value under the operand's chain of reshapes, so other chains of
+//     reshapes over that value (the ATen table records one per use) alias the same buffer. A
+//     library call's dense operand is chosen the same way. cat and slice_scatter are materialized,
+//     each by one elementwise kernel per part writing its window of the output (parts_kernels_for):
+//     a cat's operands (fused) into consecutive ranges of the dim; a slice_scatter's src into its
+//     strided window and the base around it (step 1: the two ranges outside the window; a larger
+//     step: all of the base first, then the window over it). A slice_scatter whose base is
+//     materialized by this program and read by nothing else (no other use, not a root; reshapes of
+//     it count as the same buffer) writes only its window, into the base's buffer (in_place_base):
+//     a chain of window writes (DDP's gradient bucket) copies the base once, not once per link. A
+//     root that only reshapes such a value is written in place too.
 //  3. A value used more than once is recomputed in each user's kernel when its fused expression
 //     has at most kMaxRecomputedOps ops (x - max(x) in a softmax), and materialized once otherwise.
 //  4. An expand that broadcasts a computed expression of more than kMaxBroadcastRecompute ops
@@ -176,7 +178,26 @@ void Planner::materialize(const Node* n, const std::string& why) {
 // A dense buffer for a library call or fallback operand.
 void Planner::need_dense(Out o, const Node* user) {
   if (buffer_base(o)) return;
-  materialize(o.node, "operand of " + std::string(ir::op_name(user->op)));
+  materialize_reshaped(o, "operand of " + std::string(ir::op_name(user->op)));
+}
+
+// What to materialize for a dense `o`: the value under its chain of unmaterialized reshapes
+// that are not roots (same elements, same order), so the reshapes become aliases of it. The ATen
+// table records a view chain once per use, so two users reshaping one value reach it through
+// different reshape nodes: materializing each reshape computed the value twice (rule 2).
+Planner::Out Planner::reshaped_value(Out o) const {
+  while (o.node->op == OpKind::Reshape && !mat_[idx(o.node)] && !is_root_[idx(o.node)]) {
+    o = op0(o.node);
+  }
+  return o;
+}
+
+// Materializes reshaped_value(o); the reshapes between are aliases of it now, and cost nothing
+// to read (rule 3 must not materialize them as kernels of their own).
+void Planner::materialize_reshaped(Out o, const std::string& why) {
+  const Out base = reshaped_value(o);
+  materialize(base.node, why);
+  for (Out r = o; r.node != base.node; r = op0(r.node)) cost_[idx(r.node)] = 0;
 }
 
 // A 2-D matrix product the target's library reads transposed operands for (rule 7).
@@ -295,8 +316,8 @@ void Planner::decide() {
           break;
         }
         if (n->op == OpKind::Reshape && !reshape_is_affine(x.shape(), n->shape) && !buffer_base(x)) {
-          materialize(x.node, "reshape " + shape_str(x.shape()) + " -> " + shape_str(n->shape) +
-                                  " merges dims");
+          materialize_reshaped(
+              x, "reshape " + shape_str(x.shape()) + " -> " + shape_str(n->shape) + " merges dims");
         }
         if (n->op == OpKind::Expand && cost_[idx(x.node)] > kMaxBroadcastRecompute &&
             numel(n->shape) > numel(x.shape()) && !mat_[idx(x.node)]) {
@@ -306,7 +327,7 @@ void Planner::decide() {
             materialize(x.node, "broadcast by " + label(n) + " (rule 4)");
           }
         }
-        cost_[i] = mat_[idx(x.node)] ? 0 : cost_[idx(x.node)];
+        cost_[i] = buffer_base(x) ? 0 : cost_[idx(x.node)];
         row_scalar_[i] = n->op == OpKind::Reshape && per_row(x.node);
         break;
       }

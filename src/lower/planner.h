@@ -68,6 +68,8 @@ class Planner {
   Out buffer_base(Out o) const;
   void materialize(const Node* n, const std::string& why);
   void need_dense(Out o, const Node* user);
+  Out reshaped_value(Out o) const;
+  void materialize_reshaped(Out o, const std::string& why);
   bool folds_transposes(const Node* mm) const;
   bool folds_into_sgemm(const Node* mm, Out o, Out* base, bool* trans) const;
   const std::string& library_of(const Node* n) const;

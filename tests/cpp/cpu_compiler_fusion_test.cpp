@@ -146,6 +146,54 @@ TEST_F(CpuCompilerFusion, AValueWithManyOpsAndTwoUsersIsMaterializedOnce) {
   expect_agree(program, 1e-4);
 }
 
+// The ATen table records a view chain once per use: two products reading one value through
+// their own reshapes (split, then merged) must not compute it twice (rule 2). GPT-2's logits
+// gradient and ALBERT's Q, K and V inputs did.
+TEST_F(CpuCompilerFusion, AValueReshapedByTwoChainsForTwoProductsIsComputedOnce) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(32 * 16, 0.01f), {32, 16});
+    Tensor w1 = tensor<float>(ramp(16 * 8, 0.02f), {16, 8});
+    Tensor w2 = tensor<float>(ramp(16 * 4, 0.03f), {16, 4});
+    Tensor v = exp(x) + 0.5f;
+    Tensor a = v.reshape({4, 8, 16}).reshape({32, 16});
+    Tensor b = v.reshape({4, 8, 16}).reshape({32, 16});
+    return std::vector<Tensor>{matmul(a, w1), matmul(b, w2)};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  int exps = 0;
+  for (const lower::PlanStep& s : p.steps) {
+    if (s.kind != lower::PlanStep::Kernel) continue;
+    for (const lower::KExpr& e : p.kernels[s.kernel].spec.exprs) exps += e.op == ir::OpKind::Exp;
+  }
+  EXPECT_EQ(exps, 1) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
+  expect_agree(program, 1e-4);
+}
+
+// The merging reshape of such a chain is an alias of the value's buffer, whatever the value
+// cost to compute: with two users it is not materialized as a kernel of its own (which cannot
+// express a merge of dims).
+TEST_F(CpuCompilerFusion, AMergingReshapeOfAnExpensiveValueWithTwoUsersIsAnAlias) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(32 * 16, 0.01f), {32, 16});
+    Tensor w = tensor<float>(ramp(16 * 8, 0.02f), {16, 8});
+    Tensor v = x;
+    for (int i = 0; i < 4; ++i) v = tanh(v * 1.5f + 0.25f);  // 12 ops: past rule 3's limit
+    Tensor a = v.reshape({4, 8, 16}).reshape({32, 16});
+    return std::vector<Tensor>{matmul(a, w), a * 2.0f};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  int tanhs = 0;
+  for (const lower::PlanStep& s : p.steps) {
+    if (s.kind != lower::PlanStep::Kernel) continue;
+    for (const lower::KExpr& e : p.kernels[s.kernel].spec.exprs) tanhs += e.op == ir::OpKind::Tanh;
+  }
+  EXPECT_EQ(tanhs, 4) << lower::describe_plan(p);
+  expect_agree(program, 1e-4);
+}
+
 TEST_F(CpuCompilerFusion, DumpKernelsReportsDecisionsAndPseudoC) {
   set_active_backend("cpu");
   Tensor x = tensor<float>(ramp(64), {8, 8});
