@@ -178,6 +178,17 @@ inline StepCounts count_steps(const lower::Plan& p) {
   return c;
 }
 
+// How many times a run of the plan computes `op`: its occurrences in the kernel of each kernel
+// step (a kernel launched twice computes its ops twice).
+inline int ops_computed(const lower::Plan& p, ir::OpKind op) {
+  int n = 0;
+  for (const lower::PlanStep& s : p.steps) {
+    if (s.kind != lower::PlanStep::Kernel) continue;
+    for (const lower::KExpr& e : p.kernels[s.kernel].spec.exprs) n += e.op == op;
+  }
+  return n;
+}
+
 inline std::string shape_text(const Shape& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
