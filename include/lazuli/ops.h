@@ -102,9 +102,9 @@ Tensor constant(const Scalar& value, DType dtype);
 Tensor neg(const Tensor& x);  // refuses bool (use logical_not), as PyTorch
 Tensor logical_not(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
-// x ** 0.5 and x ** -0.5 of a float tensor are sqrt and rsqrt, and x ** 2, 3, -1, -2 (float32,
-// float64; 2 and 3 also of integers) are x * x, x * x * x, 1 / x, 1 / (x * x), as PyTorch's CPU
-// kernel computes them; an integer tensor to a negative integer number is refused, as PyTorch.
+// x ** 0.5 and x ** -0.5 of a float tensor are sqrt and rsqrt, and x ** 1, 2, 3, -1, -2 (float32,
+// float64; 1, 2 and 3 also of integers) are x, x * x, x * x * x, 1 / x, 1 / (x * x), as PyTorch's
+// CPU kernel computes them; an integer tensor to a negative integer number is refused, as PyTorch.
 Tensor pow(const Operand& a, const Operand& b);
 Tensor where(const Tensor& cond, const Operand& a, const Operand& b);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);

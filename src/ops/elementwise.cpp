@@ -165,7 +165,7 @@ Tensor pow(const Operand& a, const Operand& b) {
     if (e == 0.5) return unary_op("pow", OpKind::Sqrt, a.tensor());
     if (e == -0.5) return unary_op("pow", OpKind::Rsqrt, a.tensor());
   }
-  // Small integer exponents are products, as PyTorch's CPU kernel computes them (x * x * x,
+  // Small integer exponents are products, as PyTorch's CPU kernel computes them (x, x * x * x,
   // 1 / (x * x)): the same bits as eager, and no pow call, which is slow for negative bases (the
   // vector powf takes a scalar path per lane). The exponent is then part of the program, as 0.5
   // is. Only where the result keeps the base's dtype; float16 and bfloat16 keep pow's one
@@ -180,6 +180,7 @@ Tensor pow(const Operand& a, const Operand& b) {
                          ? b.scalar().to_double()
                          : static_cast<double>(b.scalar().to_int());
     if (wide_float || int_power) {
+      if (e == 1.0) return contiguous(x);  // eager copies the base (a backward's x ** (2 - 1))
       if (e == 2.0) return mul(x, x);
       if (e == 3.0) return mul(mul(x, x), x);
     }

@@ -396,27 +396,29 @@ TEST(OpsElementwise, PowIntFloatAndScalarBase) {
   expect_values(lz::pow(make({0, 5}, {2}), 0), kFloat32, {2}, {1, 1});
 }
 
-// x ** 2, 3, -1 and -2 are products and quotients, as PyTorch's CPU kernel computes them: the
+// x ** 1, 2, 3, -1 and -2 are x, products and quotients, as PyTorch's CPU kernel computes them: the
 // same bits as eager, and no pow in the program (a vector powf takes a scalar path per negative
 // lane: GPT-2's tanh GELU spent 44% of its inference there).
 TEST(OpsElementwise, PowBySmallIntegersIsProductsWithEagersBits) {
   const std::vector<double> in{-2.5, -1.25, -0.3, 0.0, 0.7, 1.9, 3.1};
   auto f = [](double v) { return static_cast<float>(v); };
   Tensor x = make(in, {7});
-  std::vector<double> cube, inv, inv2, sq;
+  std::vector<double> in_f32, cube, inv, inv2, sq;
   for (double v : in) {
     const float a = f(v);
+    in_f32.push_back(a);
     sq.push_back(a * a);
     cube.push_back(a * a * a);
     inv.push_back(1.0f / a);
     inv2.push_back(1.0f / (a * a));
   }
+  expect_values(lz::pow(x, 1.0), kFloat32, {7}, in_f32, 0);
   expect_values(lz::pow(x, 2), kFloat32, {7}, sq, 0);
   expect_values(lz::pow(x, 3.0), kFloat32, {7}, cube, 0);
   expect_values(lz::pow(x, 3), kFloat32, {7}, cube, 0);
   expect_values(lz::pow(x, -1), kFloat32, {7}, inv, 0);
   expect_values(lz::pow(x, -2.0), kFloat32, {7}, inv2, 0);
-  for (double e : {2.0, 3.0, -1.0, -2.0}) {
+  for (double e : {1.0, 2.0, 3.0, -1.0, -2.0}) {
     std::string graph = lz::debug::dump_graph({lz::pow(x, e)});
     EXPECT_EQ(graph.find("pow"), std::string::npos) << "x ** " << e << ":\n" << graph;
   }
