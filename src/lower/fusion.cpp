@@ -68,8 +68,11 @@
 //     then a Scatter kernel over the index space whose index and src are fused expressions. A
 //     fused check must see every index the reference checks: an operand holding fused checks is
 //     materialized when its consumer reads only part of it (a slice, a gather's data operand, a
-//     scatter_add src larger than the index). Rank-0 operands and empty iteration spaces run the
-//     reference kernel.
+//     scatter_add src larger than the index). An expression holding checks with more than one
+//     user is materialized once: each user's kernel would redo its checks (not vectorized), and
+//     a kernel holding checks takes no rule 5b stages (T5's relative position bias, gathered and
+//     added to the scores its softmax reads three times). Rank-0 operands and empty iteration
+//     spaces run the reference kernel.
 // 10. float16 and bfloat16 values are loaded, converted and stored by the kernels like any other
 //     dtype (i16 in memory and registers; a cast widens to or narrows from float32 exactly as
 //     core/reduced_float.h). The frontend computes everything else in float32, so a 16-bit value
@@ -380,6 +383,9 @@ void Planner::decide() {
       for (const ir::Value& v : n->operands) {
         has_check_[i] =
             has_check_[i] || (!mat_[idx(v.node.get())] && has_check_[idx(v.node.get())]);
+      }
+      if (has_check_[i] && users_[i] > 1 && !mat_[i]) {
+        materialize(n, std::to_string(users_[i]) + " users and index checks (rule 9)");
       }
     }
   }

@@ -132,6 +132,30 @@ TEST_F(CpuCompilerRowFusion, AReductionAlsoReadElsewhereStaysMaterialized) {
   expect_rule_changes_no_bits(program);
 }
 
+// A gathered value with several users is materialized once (rule 9): its index checks would
+// otherwise be recomputed in every user's kernel, and a kernel holding checks takes no row
+// stages. T5's relative position bias, gathered and added to the attention scores, is read by
+// the softmax's max, its sum and its output.
+TEST_F(CpuCompilerRowFusion, AGatheredBiasReadBySoftmaxIsGatheredOnceAndTheSoftmaxFolds) {
+  auto program = [] {
+    Tensor scores = tensor<float>(ramp(2 * 16 * 16, 0.05f), {2, 16, 16});
+    Tensor table = tensor<float>(ramp(8, 0.3f), {8});
+    std::vector<int64_t> buckets(16 * 16);
+    for (size_t i = 0; i < buckets.size(); ++i) buckets[i] = static_cast<int64_t>(i * 5 % 8);
+    Tensor index = tensor<int64_t>(buckets, {256});
+    Tensor bias = index_select(table, 0, index).reshape({1, 16, 16});
+    return std::vector<Tensor>{nn::softmax(scores + bias, -1)};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  int checked_steps = 0;
+  for (const lower::PlanStep& s : p.steps) checked_steps += !s.checks.empty();
+  EXPECT_EQ(checked_steps, 1) << lower::describe_plan(p);
+  EXPECT_EQ(row_kernels(p), 1) << lower::describe_plan(p);
+  EXPECT_EQ(count_steps(p).kernels, 2) << lower::describe_plan(p);
+  expect_agree(program, 1e-6);
+}
+
 TEST_F(CpuCompilerRowFusion, AReductionOverALeadingDimIsNotFolded) {
   auto program = [] { return std::vector<Tensor>{nn::softmax(tensor<float>(ramp(40 * 24, 0.1f), {40, 24}), 0)}; };
   std::vector<Tensor> ts = program();
