@@ -36,4 +36,25 @@ std::string dump_kernels(const std::vector<Tensor>& tensors, bool llvm_ir = fals
 int64_t live_tensor_count();
 void explain_recompiles(bool enabled = true);
 
+// The program profile (docs/debugging.md "Where a step's time goes"): while it is on
+// (profile_programs(), or LAZULI_PROFILE_PROGRAMS=1 from the start, which also writes the report
+// at exit), every run of a compiled program is timed, and on the cpu backend each of its steps.
+void profile_programs(bool enabled = true);
+bool profiling_programs();
+// Per program, in first-run order: a row for its whole runs (step -1, kind "program"), then one
+// per step (kind "kernel" | "matmul" | "library" | "fallback" | "copies"). Times in ns.
+struct ProfileRow {
+  std::string program;  // graph hash (hex)
+  std::string label;    // the program's name, or where it was cut ("train.py:41", a cut reason)
+  int step = -1;
+  std::string kind;
+  std::string what;  // the step in words: a kernel's ops and output, a product's shapes
+  int64_t runs = 0;
+  int64_t total_ns = 0;
+};
+std::vector<ProfileRow> program_profile();
+// The profile as text: time by kind of step, the programs, then the `top` steps, by time.
+std::string program_profile_report(int top = 20);
+void clear_program_profile();
+
 }  // namespace lz::debug

@@ -29,6 +29,32 @@ void bind_debug(py::module_& m) {
   }, py::arg("tensors"), py::arg("fmt") = "text");
   d.def("live_tensor_count", &lz::debug::live_tensor_count);
   d.def("explain_recompiles", &lz::debug::explain_recompiles, py::arg("enabled") = true);
+  d.def("profile_programs", &lz::debug::profile_programs, py::arg("enabled") = true,
+        "Time every run of a compiled program, and on the cpu backend each of its steps, from now "
+        "on (False: stop). LAZULI_PROFILE_PROGRAMS=1 turns it on from the start.");
+  d.def("profiling_programs", &lz::debug::profiling_programs);
+  d.def(
+      "program_profile",
+      [] {
+        py::list out;
+        for (const lz::debug::ProfileRow& r : lz::debug::program_profile()) {
+          py::dict e;
+          e["program"] = r.program;
+          e["label"] = r.label;
+          e["step"] = r.step;
+          e["kind"] = r.kind;
+          e["what"] = r.what;
+          e["runs"] = r.runs;
+          e["total_ns"] = r.total_ns;
+          out.append(e);
+        }
+        return out;
+      },
+      "Per program, in first-run order: a row for its whole runs (step -1, kind 'program'), then "
+      "one per step (kind 'kernel', 'matmul', 'library', 'fallback' or 'copies'); times in ns.");
+  d.def("program_profile_report", &lz::debug::program_profile_report, py::arg("top") = 20,
+        "The profile as text: time by kind of step, the programs, then the `top` steps by time.");
+  d.def("clear_program_profile", &lz::debug::clear_program_profile);
   d.def("recent_cuts", [] {
     py::list out;
     for (const fe::CutInfo& r : fe::recent_cuts()) {

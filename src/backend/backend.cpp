@@ -27,6 +27,11 @@ const std::string& library_identity() {
   return id;
 }
 
+StepTimes*& step_times() {
+  thread_local StepTimes* sink = nullptr;
+  return sink;
+}
+
 std::string error_text(const std::exception_ptr& e) {
   try {
     if (e) std::rethrow_exception(e);

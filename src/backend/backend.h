@@ -5,6 +5,7 @@
 // that waits for a short one (exec/device_executor.h run_here_if_next).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,6 +37,46 @@ class PartialRunFailure : public std::exception {
   std::string what_;
 };
 
+// One step of a program as the program profile names it: `kind` is "kernel", "matmul",
+// "library", "fallback" or "copies" (the copies that end a run); `what` is the step in words
+// (ops, dtypes and shapes).
+struct StepLabel {
+  std::string kind;
+  std::string what;
+};
+
+// Per-step wall times of one run, for the program profile: while step_times() is set on a
+// thread, an Executable's run() on that thread that has step_labels() resizes `ns` to their
+// number and stores each step's time in nanoseconds (steps a failure skipped stay 0).
+struct StepTimes {
+  std::vector<int64_t> ns;
+};
+// This thread's sink (null: nothing timed, the default). Set only around one run() by the
+// executor (exec/compiled_program.cpp).
+StepTimes*& step_times();
+
+// Adds the wall time from its construction to its destruction to times->ns[slot]; nothing, not
+// even a clock read, when `times` is null. One per step of a run, whatever way the step ends.
+class StepClock {
+ public:
+  StepClock(StepTimes* times, size_t slot) : times_(times), slot_(slot) {
+    if (times_) start_ = std::chrono::steady_clock::now();
+  }
+  ~StepClock() {
+    if (!times_) return;
+    times_->ns[slot_] += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - start_)
+                             .count();
+  }
+  StepClock(const StepClock&) = delete;
+  StepClock& operator=(const StepClock&) = delete;
+
+ private:
+  StepTimes* times_;
+  size_t slot_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -53,6 +94,11 @@ class Executable {
   // How long its last successful run took, in nanoseconds (-1: none yet). Kept by whoever runs
   // it (exec/compiled_program.cpp), which lets a short program run on the thread waiting for it.
   mutable std::atomic<int64_t> last_run_ns{-1};
+
+  // The program profile (debug::profile_programs, exec/program_profile.h): what each step of a
+  // run is, in words, one entry per slot of StepTimes::ns. Empty: the backend times whole runs
+  // only.
+  virtual std::vector<StepLabel> step_labels() const { return {}; }
 };
 
 class Backend {

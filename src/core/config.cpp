@@ -103,6 +103,7 @@ Config read_env() {
   if (const char* f = env("LAZULI_DEBUG_FILE")) c.debug_file = expand_user("LAZULI_DEBUG_FILE", f);
   c.debug_max_frame = static_cast<int>(env_int("LAZULI_DEBUG_MAX_FRAME", 8, 0));
   c.explain_recompiles = env_bool("LAZULI_EXPLAIN_RECOMPILES", false);
+  c.profile_programs = env_bool("LAZULI_PROFILE_PROGRAMS", false);
   c.progress_after_ms = env_int("LAZULI_PROGRESS_AFTER_MS", 2000, -1);
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   c.num_threads = static_cast<int>(env_int("LAZULI_NUM_THREADS", cores > 0 ? cores : 1, 1));

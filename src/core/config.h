@@ -28,6 +28,7 @@ struct Config {
   std::string debug_file;                   // LAZULI_DEBUG_FILE ("" = stderr)
   int debug_max_frame = 8;                  // LAZULI_DEBUG_MAX_FRAME
   bool explain_recompiles = false;          // LAZULI_EXPLAIN_RECOMPILES
+  bool profile_programs = false;            // LAZULI_PROFILE_PROGRAMS: time runs and steps
   int64_t progress_after_ms = 2000;         // LAZULI_PROGRESS_AFTER_MS (-1: never report)
   int num_threads = 0;                      // LAZULI_NUM_THREADS (0 = number of cores)
   int64_t max_pending_nodes = 200000;       // LAZULI_MAX_PENDING_NODES: graph-too-large cut

@@ -9,6 +9,7 @@
 #include "exec/cut_record.h"
 #include "exec/debug_log.h"
 #include "exec/device_executor.h"
+#include "exec/program_profile.h"
 #include "lazuli/error.h"
 
 namespace lz {
@@ -57,7 +58,7 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
                  const std::vector<SlotPtr>& params, const std::vector<SlotPtr>& outputs,
                  const std::vector<std::pair<int, int>>& donations,
                  const std::vector<SlotPtr>& restore, const std::shared_ptr<Execution>& exec) {
-  const auto& [root_types, origins, collectives, site] = facts;
+  const auto& [root_types, origins, collectives, site, label] = facts;
   std::vector<std::shared_ptr<Storage>> outs(outputs.size());
   std::vector<bool> failed(outputs.size(), true);  // until run() says otherwise
   std::exception_ptr error;
@@ -95,12 +96,20 @@ void run_program(const Executable& exe, const Hash128& hash, const ProgramFacts&
     std::vector<Storage*> raw(outs.size());
     for (size_t r = 0; r < outs.size(); ++r) raw[r] = outs[r].get();
     try {
+      // The program profile: this thread's step sink is set for this run only.
+      const bool profiling = profile::enabled();
+      StepTimes times;
+      struct Sink {
+        explicit Sink(StepTimes* t) { step_times() = t; }
+        ~Sink() { step_times() = nullptr; }
+      } sink(profiling ? &times : nullptr);
       const auto start = std::chrono::steady_clock::now();
       exe.run(ps, raw);
-      exe.last_run_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now() - start)
-                                .count(),
-                            std::memory_order_relaxed);
+      const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+      exe.last_run_ns.store(ns, std::memory_order_relaxed);
+      if (profiling) profile::record_run(hash, label, exe, ns, times);
       failed.assign(outputs.size(), false);
     } catch (const PartialRunFailure& f) {
       failed = f.root_failed;

@@ -31,6 +31,8 @@ struct ProgramFacts {
   // same collectives (dist/process_group.h check_same_collectives).
   std::string collectives;
   std::string site;
+  // What the program profile calls it (exec/program_profile.h): its name, else where it was cut.
+  std::string label;
 };
 
 // What running a compiled program needs besides its parameters. Holding one keeps the executable

@@ -476,24 +476,28 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     record.inputs = po.params.size();
     record.outputs = roots.values.size();
     record.frames = std::move(frames);
+    // The user's line the cut was made at ("train.py:41"; empty when no frame is known).
+    const std::string line =
+        record.frames.empty() ? std::string()
+                              : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
     // A program holding collectives carries them and where it was cut, for the ranks' check
     // before it runs (compiled_program.h).
     std::string collectives = describe_collectives(po.nodes), cut_site;
-    if (!collectives.empty()) {
-      cut_site = record.frames.empty() ? std::string(cut_reason_id(cfg.reason))
-                                       : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
-    }
+    if (!collectives.empty())
+      cut_site = line.empty() ? std::string(cut_reason_id(cfg.reason)) : line;
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
     if (record.compiled) {
-      std::string site = !cfg.name.empty() ? program_key(cfg.name)
-                         : record.frames.empty()
-                             ? std::string()
-                             : record.frames[0].file + ":" + std::to_string(record.frames[0].line);
+      std::string site = !cfg.name.empty() ? program_key(cfg.name) : line;
       Explanation e = explain_and_remember(
           describe_graph_key(site, res.hash, roots, po, donations, is_value_read(cfg)));
       record.explanation = std::move(e.text);
       record.cause = std::move(e.cause);
     }
+    // The program profile's name for it: the region's or program's name, else the user's line,
+    // else the cut's reason.
+    std::string label = !record.name.empty() ? record.name
+                        : line.empty()       ? std::string(cut_reason_id(cfg.reason))
+                                             : line;
     report_execution(record);
     save_graph(record, roots.values);
     if (cfg.reason == CutReason::EagerOp) {
@@ -514,6 +518,7 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     }
     facts->collectives = std::move(collectives);
     facts->site = std::move(cut_site);
+    facts->label = std::move(label);
     CompiledProgram program{res.hash, exe, std::move(facts)};
     if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
     if (cfg.compile_only) {

@@ -1,4 +1,5 @@
 // Plans and kernels in words: debug.dump_kernels and LAZULI_DEBUG=3 print these.
+#include <algorithm>
 #include <sstream>
 
 #include "lower/plan.h"
@@ -239,6 +240,52 @@ std::string describe_plan(const Plan& plan) {
   os << "kernels:\n";
   for (const PlanKernel& k : plan.kernels) os << k.spec.pseudo_c(k.name);
   return os.str();
+}
+
+std::vector<StepWords> describe_steps(const Plan& plan) {
+  std::vector<StepWords> out;
+  out.reserve(plan.steps.size() + 1);
+  auto typed = [&](int v) {
+    const PlanValue& pv = plan.values[v];
+    return std::string(dtype_name(pv.dtype)) + shape_str(pv.shape);
+  };
+  for (const PlanStep& s : plan.steps) {
+    std::ostringstream os;
+    if (s.kind == PlanStep::Kernel) {
+      const PlanKernel& k = plan.kernels[s.kernel];
+      os << "kernel " << k.name << " " << scheme_name(k.spec.scheme) << ":";
+      // The ops it computes, each once, in order (loads, arguments and index checks left out).
+      std::vector<OpKind> ops;
+      for (const KExpr& e : k.spec.exprs) {
+        if (e.op == OpKind::DeviceData || e.op == OpKind::Constant || e.op == OpKind::Gather)
+          continue;
+        if (std::find(ops.begin(), ops.end(), e.op) == ops.end()) ops.push_back(e.op);
+      }
+      if (k.spec.nred && k.spec.scheme != Scheme::RowFused &&
+          std::find(ops.begin(), ops.end(), k.spec.reduce_op) == ops.end()) {
+        ops.push_back(k.spec.reduce_op);
+      }
+      for (size_t j = 0; j < ops.size(); ++j) os << (j ? ", " : " ") << ir::op_name(ops[j]);
+      if (ops.empty()) os << " copy";
+      os << " -> " << typed(s.output);
+      out.push_back({"kernel", os.str()});
+      continue;
+    }
+    os << ir::op_name(s.op) << " ";
+    for (size_t j = 0; j < s.in_shapes.size(); ++j) {
+      if (j) os << (s.kind == PlanStep::MatMul ? " x " : ", ");
+      if (j == 0 || s.kind != PlanStep::MatMul) os << dtype_name(s.in_dtypes[j]);
+      os << shape_str(s.in_shapes[j]);
+      if (j < s.trans.size() && s.trans[j]) os << "^T";
+    }
+    os << " -> " << typed(s.output);
+    out.push_back({s.kind == PlanStep::MatMul    ? "matmul"
+                   : s.kind == PlanStep::Library ? "library"
+                                                 : "fallback",
+                   os.str()});
+  }
+  out.push_back({"copies", "the copies into the outputs that end a run"});
+  return out;
 }
 
 }  // namespace lz::lower

@@ -105,4 +105,14 @@ Plan build_plan(const ir::LoweringGraph& graph, const Target& target, bool expla
 // The plan in words: steps, values and each kernel's loop nest (pseudo-C).
 std::string describe_plan(const Plan& plan);
 
+// Each step in one line of words, for the program profile: its kind ("kernel", "matmul",
+// "library", "fallback") and what it computes ("kernel lzk_1f2e elementwise: tanh, mul, add ->
+// float32[64, 256]", "matmul float32[64, 64] x [1000, 64]^T -> float32[64, 1000]"); then one
+// "copies" entry for the copies that end a run (the cpu backend's Executable::step_labels).
+struct StepWords {
+  const char* kind;
+  std::string what;
+};
+std::vector<StepWords> describe_steps(const Plan& plan);
+
 }  // namespace lz::lower

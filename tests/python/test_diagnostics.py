@@ -352,3 +352,44 @@ def test_library_frames_are_recognized_when_the_package_is_reached_through_dotdo
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("user_script.py"), out.stdout
+
+
+# ---- the program profile -------------------------------------------------------------------------
+
+def test_program_profile_names_each_program_by_its_line_and_each_step_by_what_it_computes():
+    x = lz.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w = lz.tensor(np.ones((3, 4), np.float32))
+    lz.debug.clear_program_profile()
+    lz.debug.profile_programs()
+    try:
+        for _ in range(2):
+            lz.tanh(lz.matmul(x, w) + 1.0).numpy(); line = line_here()  # noqa: E702
+    finally:
+        lz.debug.profile_programs(False)
+    rows = lz.debug.program_profile()
+    programs = [r for r in rows if r["step"] == -1]
+    assert len(programs) == 1, rows
+    assert programs[0]["kind"] == "program" and programs[0]["runs"] == 2
+    file, _, got_line = programs[0]["label"].rpartition(":")
+    assert os.path.abspath(file) == HERE and int(got_line) == line, programs[0]
+    steps = {r["kind"]: r for r in rows if r["step"] >= 0}
+    assert steps["matmul"]["what"] == "matmul float32[2, 3] x [3, 4] -> float32[2, 4]"
+    assert steps["kernel"]["what"].endswith("elementwise: add, tanh -> float32[2, 4]"), steps
+    assert all(r["runs"] == 2 for r in rows), rows
+    report = lz.debug.program_profile_report()
+    assert "1 program(s), 2 run(s)" in report and steps["matmul"]["what"] in report, report
+    lz.debug.clear_program_profile()
+    assert lz.debug.program_profile() == []
+
+
+def test_lazuli_profile_programs_writes_the_report_at_exit(tmp_path):
+    log = tmp_path / "profile.txt"
+    run_script("""
+        import lazuli as lz
+        x = lz.ones(8)
+        for _ in range(3):
+            (x * 2.0).exp().sum().item()
+        """, LAZULI_PROFILE_PROGRAMS="1", LAZULI_DEBUG_FILE=str(log))
+    text = log.read_text()
+    assert "[lazuli] program profile: 1 program(s), 3 run(s)" in text, text
+    assert "<string>:5" in text and "reduce_sum" in text, text

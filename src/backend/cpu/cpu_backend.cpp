@@ -239,7 +239,10 @@ class CpuProgram final : public Executable {
       if (all) upto = pending.size();
       if (upto) settle(upto);
     };
+    StepTimes* times = step_times();
+    if (times) times->ns.assign(plan_.steps.size() + 1, 0);
     for (size_t i = 0; i < plan_.steps.size(); ++i) {
+      StepClock clock(times, i);
       const PlanStep& s = plan_.steps[i];
       auto for_each_output = [&s](auto&& f) {
         f(s.output);
@@ -299,11 +302,21 @@ class CpuProgram final : public Executable {
       const PlanValue& v = plan_.values[plan_.root_value[r]];
       copies.push_back({outputs[r]->data(), ptr[plan_.root_value[r]], static_cast<size_t>(v.nbytes)});
     }
-    run_root_copies(copies);
+    {
+      StepClock clock(times, plan_.steps.size());
+      run_root_copies(copies);
+    }
     if (first_error) throw PartialRunFailure(std::move(root_failed), first_error, failed_node);
   }
 
   const Plan& plan() const { return plan_; }
+
+  std::vector<StepLabel> step_labels() const override {
+    std::vector<StepLabel> out;
+    for (lower::StepWords& w : lower::describe_steps(plan_))
+      out.push_back({w.kind, std::move(w.what)});
+    return out;
+  }
 
   // One step: a kernel launch on the pool, a matrix product, or a reference kernel. A reference
   // kernel or a kernel with index checks may throw on bad data (an index out of range); *node
