@@ -10,8 +10,9 @@
 // Threads: as library_calls.cpp, oneDNN never runs its own OpenMP team. When each operand has the
 // whole batch or a single matrix, the batch is cut into one contiguous range per thread, each range
 // one primitive over its stack (attention's per-head products: one call per thread instead of one
-// per head). Otherwise tasks of one batch entry and a block of rows run on the runtime pool. Either
-// way a product needs at most two primitive shapes, cached per thread.
+// per head); a stack of less than kMinBlockMultiplyAdds per thread is one primitive. Otherwise
+// tasks of one batch entry and a block of rows run on the runtime pool. Either way a product
+// needs at most two primitive shapes, cached per thread.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -110,8 +111,15 @@ bool dnnl_matmul(const interp::ConstArray& a, const interp::ConstArray& b, inter
   std::atomic<bool> ok{true};
   // Each operand either has the whole batch or one matrix (shared by every entry): the batch is
   // cut into one contiguous range per thread, each one primitive over its stack of products.
-  if (batches >= threads && (na == batches || na == 1) && (nb == batches || nb == 1)) {
-    runtime_pool().parallel_for(batches, (batches + threads - 1) / threads, 1, [&](int64_t b0, int64_t b1) {
+  // A stack too small to be worth two blocks (attention's products in a tiny model) is one
+  // primitive on this thread; otherwise each thread's range has at least kMinBlockMultiplyAdds.
+  const int64_t per_entry = std::max<int64_t>(1, m * n * k);
+  const bool small = batches * per_entry < 2 * kMinBlockMultiplyAdds;
+  const int64_t grain = small ? batches
+                              : std::max((batches + threads - 1) / threads,
+                                         (kMinBlockMultiplyAdds + per_entry - 1) / per_entry);
+  if ((batches >= threads || small) && (na == batches || na == 1) && (nb == batches || nb == 1)) {
+    runtime_pool().parallel_for(batches, grain, 1, [&](int64_t b0, int64_t b1) {
       Geometry g{na == 1 ? 1 : b1 - b0, nb == 1 ? 1 : b1 - b0, m, k, n};
       const char* da = pa + (na == 1 ? 0 : b0 * m * k * esize);
       const char* db = pb + (nb == 1 ? 0 : b0 * k * n * esize);
