@@ -248,10 +248,15 @@ const std::vector<std::string>& extra_decompositions() {
 // returns the logsumexp its backward reads (it is meant for export): wrong for training.
 // linalg_vector_norm's entry takes every input eager computes a norm for (its condition refuses
 // only what eager raises on), so a norm stays one node instead of abs, pow, sum and pow.
+// nll_loss_backward's decomposition fills a zero tensor and scatters -1 into it (a cross
+// entropy's gradient: an int64 mask of the logits' size written, then read back); its entry
+// compares each class with the target instead, which fuses into the log-softmax backward. Its
+// condition, like the norm's, refuses only what eager raises on.
 const std::vector<std::string>& kept_whole() {
   static const std::vector<std::string> names = {
       "aten._scaled_dot_product_flash_attention_for_cpu.default",
       "aten.linalg_vector_norm.default",
+      "aten.nll_loss_backward.default",
   };
   return names;
 }

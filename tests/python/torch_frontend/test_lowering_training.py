@@ -84,3 +84,30 @@ def test_training_step_lowers_completely_and_matches_eager(name, foreach):
     assert len(backend.graphs) >= 2  # the forward/backward pair and the optimizer's update
     for p, q in zip(model.parameters(), eager_model.parameters()):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_backward_keeps_nll_loss_backward_whole_and_matches_eager(reduction, weighted):
+    # Its decomposition filled a zero mask of the logits' size and scattered into it; the entry
+    # compares each class with the target, which fuses into the log-softmax backward.
+    torch.manual_seed(0)
+    x = torch.randn(6, 5, requires_grad=True)
+    target = torch.tensor([0, 4, -100, 2, 2, 1])  # one ignored sample
+    weight = torch.rand(5) + 0.5 if weighted else None
+
+    def loss(x, target):
+        out = torch.nn.functional.cross_entropy(x, target, weight=weight, ignore_index=-100,
+                                                reduction=reduction)
+        return out.sum() if reduction == "none" else out
+
+    backend = TableOnlyBackend()
+    got = torch.compile(loss, backend=backend.backend)(x, target)
+    (g,) = torch.autograd.grad(got, x)
+    want = loss(x, target)
+    (w,) = torch.autograd.grad(want, x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(g, w)
+    backward_ops = {str(n.target) for n in backend.graphs[-1].graph.nodes}
+    assert "aten.nll_loss_backward.default" in backward_ops, backward_ops
+    assert "aten.scatter.value" not in backward_ops, backward_ops
