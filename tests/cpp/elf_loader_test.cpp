@@ -202,10 +202,11 @@ std::vector<uint64_t> structural_bits(const std::string& obj) {
   return bits;
 }
 
-// The bits that turn a relocation against one external function into a relocation against
-// another one the kernel also calls (every symbol still used): a valid object that calls, say,
-// the vector tanhf where the scalar one was called. No check of the object can see this; the
-// kernel computes other values, and only the checksum guards against it.
+// The bits that turn a relocation against one symbol the kernel uses into a relocation against
+// another one it uses (every symbol still used): a valid object that calls, say, the vector tanhf
+// where the scalar one was called, or reads a function's first bytes where its constants were. No
+// check of the object can see this; the kernel computes other values, and only the checksum
+// guards against it.
 std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>& bits) {
   Elf64_Ehdr eh;
   std::memcpy(&eh, obj.data(), sizeof(eh));
@@ -215,11 +216,15 @@ std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>
   for (const Elf64_Shdr& r : sh) {
     if (r.sh_type != SHT_RELA) continue;
     const Elf64_Shdr& symtab = sh[r.sh_link];
-    auto undefined = [&](uint64_t k) {
+    // An external function, or a section of constants (its section symbol).
+    auto used = [&](uint64_t k) {
       if (k == 0 || k >= symtab.sh_size / sizeof(Elf64_Sym)) return false;
       Elf64_Sym sym;
       std::memcpy(&sym, obj.data() + symtab.sh_offset + k * sizeof(sym), sizeof(sym));
-      return sym.st_shndx == SHN_UNDEF;
+      if (sym.st_shndx == SHN_UNDEF) return true;
+      return ELF64_ST_TYPE(sym.st_info) == STT_SECTION && sym.st_shndx < sh.size() &&
+             (sh[sym.st_shndx].sh_flags & SHF_ALLOC) &&
+             !(sh[sym.st_shndx].sh_flags & SHF_EXECINSTR);
     };
     for (size_t i = 0; i < bits.size(); ++i) {
       const uint64_t byte = bits[i] / 8;
@@ -230,10 +235,66 @@ std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>
       if (byte < field || byte >= field + 4) continue;
       uint32_t index;
       std::memcpy(&index, obj.data() + field, 4);
-      swap[i] = undefined(index) && undefined(index ^ (1u << (bits[i] - field * 8)));
+      swap[i] = used(index) && used(index ^ (1u << (bits[i] - field * 8)));
     }
   }
   return swap;
+}
+
+// The bits that move a reference to a constant onto another constant of the same section: a
+// relocation's addend, or a local symbol's value, still inside a section of data the kernel only
+// reads (.rodata's constant pools). The object stays valid and reads another constant (a damaged
+// constant, which the checksum alone guards against, as for the constants themselves).
+std::vector<bool> constant_moves(const std::string& obj, const std::vector<uint64_t>& bits) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, obj.data(), sizeof(eh));
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  std::memcpy(sh.data(), obj.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+  auto is_constants = [&](uint64_t index) {
+    return index > 0 && index < sh.size() && (sh[index].sh_flags & SHF_ALLOC) &&
+           !(sh[index].sh_flags & (SHF_EXECINSTR | SHF_WRITE)) && sh[index].sh_type == SHT_PROGBITS;
+  };
+  auto flipped = [&](uint64_t field, uint64_t bit) {  // the 8-byte field with `bit` flipped
+    uint64_t v;
+    std::memcpy(&v, obj.data() + field, 8);
+    return v ^ (uint64_t{1} << (bit - field * 8));
+  };
+  std::vector<bool> moves(bits.size(), false);
+  for (const Elf64_Shdr& r : sh) {
+    if (r.sh_type != SHT_RELA && r.sh_type != SHT_SYMTAB) continue;
+    const size_t entry_size = r.sh_type == SHT_RELA ? sizeof(Elf64_Rela) : sizeof(Elf64_Sym);
+    for (size_t i = 0; i < bits.size(); ++i) {
+      const uint64_t byte = bits[i] / 8;
+      if (byte < r.sh_offset || byte >= r.sh_offset + r.sh_size) continue;
+      const uint64_t entry = r.sh_offset + (byte - r.sh_offset) / entry_size * entry_size;
+      if (r.sh_type == SHT_SYMTAB) {
+        const uint64_t field = entry + offsetof(Elf64_Sym, st_value);
+        if (byte < field || byte >= field + 8) continue;
+        Elf64_Sym sym;
+        std::memcpy(&sym, obj.data() + entry, sizeof(sym));
+        moves[i] = is_constants(sym.st_shndx) && flipped(field, bits[i]) < sh[sym.st_shndx].sh_size;
+        continue;
+      }
+      const uint64_t field = entry + offsetof(Elf64_Rela, r_addend);
+      if (byte < field || byte >= field + 8) continue;
+      Elf64_Rela rela;
+      std::memcpy(&rela, obj.data() + entry, sizeof(rela));
+      const Elf64_Shdr& symtab = sh[r.sh_link];
+      const uint64_t k = ELF64_R_SYM(rela.r_info);
+      if (k == 0 || k >= symtab.sh_size / sizeof(Elf64_Sym)) continue;
+      Elf64_Sym sym;
+      std::memcpy(&sym, obj.data() + symtab.sh_offset + k * sizeof(sym), sizeof(sym));
+      // A PC-relative reference reads at symbol + addend + 4 (its addend is -4 for a plain
+      // load); an absolute one (the large code model's R_X86_64_64) at symbol + addend.
+      const uint32_t type = ELF64_R_TYPE(rela.r_info);
+      const int64_t pc = type == R_X86_64_PC32 || type == R_X86_64_PLT32 ? 4 : 0;
+      const int64_t target =
+          static_cast<int64_t>(sym.st_value) + static_cast<int64_t>(flipped(field, bits[i])) + pc;
+      moves[i] = is_constants(sym.st_shndx) && target >= 0 &&
+                 static_cast<uint64_t>(target) < sh[sym.st_shndx].sh_size;
+    }
+  }
+  return moves;
 }
 
 // Outcome of one flip, as the child reports it.
@@ -310,13 +371,18 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
   ASSERT_GT(bits.size(), 4000u);
   const std::string outcomes = outcomes_in_children(obj, bits, call, expected, 30);
   const std::vector<bool> swaps = call_swaps(obj, bits);
+  const std::vector<bool> moves = constant_moves(obj, bits);
   std::string failures;
-  int refused = 0, same = 0, swapped = 0;
+  int refused = 0, same = 0, swapped = 0, moved = 0;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     refused += outcomes[i] == kRefused;
     same += outcomes[i] == kSame;
     if (outcomes[i] == kWrong && swaps[i]) {
       ++swapped;
+      continue;
+    }
+    if (outcomes[i] == kWrong && moves[i]) {
+      ++moved;
       continue;
     }
     if (outcomes[i] != kRefused && outcomes[i] != kSame && failures.size() < 2000) {
@@ -331,8 +397,9 @@ TEST(ElfLoader, StructuralBitFlipsAreRefusedOrChangeNothing) {
   EXPECT_EQ(outcomes.size(), bits.size());
   EXPECT_EQ(failures, "") << refused << " refused, " << same << " unchanged, of " << bits.size();
   std::printf(
-      "%zu structural bit flips: %d refused, %d harmless, %d swap one math call for another\n",
-      bits.size(), refused, same, swapped);
+      "%zu structural bit flips: %d refused, %d harmless, %d swap one used symbol for another, %d "
+      "read another constant\n",
+      bits.size(), refused, same, swapped, moved);
   lz::wait();
   lz::set_active_backend(lz::config().backend);
 }

@@ -173,6 +173,22 @@ const char* check_sections(const Elf64_Ehdr& eh, Object* o) {
     o->loaded[i] = true;
   }
   if (symtabs != 1) return "not exactly one symbol table";
+  // Each section's bytes lie apart from every other's and from the headers, at an offset of its
+  // alignment, as an assembler lays them out: a flipped offset that moved a section onto other
+  // bytes (machine code read as constants) is refused, not loaded.
+  std::vector<std::pair<uint64_t, uint64_t>> extents = {
+      {0, sizeof(Elf64_Ehdr)},
+      {eh.e_shoff, eh.e_shoff + uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr)}};
+  for (size_t i = 1; i < n; ++i) {
+    const Elf64_Shdr& s = o->sh[i];
+    if (s.sh_size == 0) continue;
+    if (s.sh_addralign > 1 && s.sh_offset % s.sh_addralign != 0) return "misaligned section";
+    extents.emplace_back(s.sh_offset, s.sh_offset + s.sh_size);
+  }
+  std::sort(extents.begin(), extents.end());
+  for (size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i].first < extents[i - 1].second) return "overlapping sections";
+  }
   return nullptr;
 }
 
