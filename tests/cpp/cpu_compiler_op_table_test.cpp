@@ -23,12 +23,17 @@ std::vector<double> special_values(DType dt) {
     case DType::BFloat16: break;  // not among kDTypes
     case DType::Float32:
     case DType::Float64: {
-      std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 0.49999997, -7.25, nan, -nan,
-                               inf, -inf, 1e-40, -1e-45, 1.17549435e-38, 3.4028235e38, -3.4028235e38, 88.8, -104.0,
-                               2147483647.0, 2147483648.0, -2147483648.0, -2147483904.0, 3e9, 9.3e18, -9.3e18,
-                               1e30, 1e-8, 100.0, 7.0};
+      std::vector<double> v = {0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 0.49999997,
+                               -7.25, nan, -nan, inf, -inf, 1e-40, -1e-45, 1.17549435e-38,
+                               3.4028235e38, -3.4028235e38, 88.8, -104.0, 2147483647.0,
+                               2147483648.0, -2147483648.0, -2147483904.0, 3e9, 9.3e18, -9.3e18,
+                               1e30, 1e-8, 100.0, 7.0,
+                               // exp's limits (the codegen's selects, emit_expr.cpp Emitter::exp)
+                               // and libmvec's fast range: on both sides of each.
+                               -104.5, -103.98, -88.5, -87.5, 87.5, 88.72, 89.5, -100.0};
       if (dt == DType::Float64) {
-        v.insert(v.end(), {1e308, -1e-310, 710.0, -745.5, 4.9e-324, 9223372036854775807.0, -9223372036854775808.0});
+        v.insert(v.end(), {1e308, -1e-310, 710.0, -745.5, 4.9e-324, 9223372036854775807.0,
+                           -9223372036854775808.0, -746.5, -709.5, 709.5, 710.5, -708.0});
       }
       return v;
     }
@@ -341,6 +346,57 @@ TEST_F(CpuCompilerOpTable, EmptyAndScalarShapesMatchTheReference) {
   std::vector<Result> ref = run_on("interp", program), got = run_on("cpu", program);
   ASSERT_EQ(ref.size(), got.size());
   for (size_t k = 0; k < ref.size(); ++k) EXPECT_EQ(compare_exact(ref[k], got[k], false, {}), "") << k;
+}
+
+// exp and sigmoid around the limits where the generated code selects 0 or +inf instead of calling
+// libmvec (emit_expr.cpp Emitter::exp), and around libmvec's own fast range: each result is libm's
+// (within a few ulp where libmvec's vector code computes it), zeros and infinities exactly, and a
+// denormal result stays a denormal. The op-table test above allows an absolute error that cannot
+// tell a denormal from 0.
+template <typename T>
+void expect_libm_exp(const std::vector<T>& xs, const std::vector<T>& got, bool sigmoid) {
+  ASSERT_EQ(xs.size(), got.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const T x = xs[i];
+    const T want = sigmoid ? T(1) / (T(1) + std::exp(-x)) : std::exp(x);
+    const std::string where = std::string(sigmoid ? "sigmoid(" : "exp(") + std::to_string(x) + ")";
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got[i])) << where << " = " << got[i];
+    } else if (want == 0 || std::isinf(want)) {
+      EXPECT_EQ(got[i], want) << where;
+      EXPECT_EQ(std::signbit(got[i]), std::signbit(want)) << where;
+    } else if (std::fabs(want) < std::numeric_limits<T>::min()) {
+      EXPECT_GT(got[i], 0) << where << ": a denormal became 0";
+      EXPECT_NEAR(got[i], want, 4 * std::numeric_limits<T>::denorm_min()) << where;
+    } else {
+      EXPECT_NEAR(got[i], want, 8 * std::numeric_limits<T>::epsilon() * std::fabs(want)) << where;
+    }
+  }
+}
+
+TEST_F(CpuCompilerOpTable, ExpAndSigmoidAtTheEdgesOfTheirRangeAreLibmsResults) {
+  const float fi = std::numeric_limits<float>::infinity(),
+              fn = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> f = {-3.4e38f, -1e4f,  -104.5f, -104.0f, -103.98f, -103.9f, -100.0f,
+                          -90.0f,   -88.5f, -88.0f,  -87.5f,  -87.3f,   -20.0f,  0.0f,
+                          20.0f,    87.3f,  87.5f,   88.5f,   88.72f,   88.73f,  89.0f,
+                          89.5f,    1e4f,   3.4e38f, fn,      -fi,      fi};
+  // Padded to several vectors' worth, so the vector code (not only a scalar tail) sees each value.
+  std::vector<float> fx;
+  for (int r = 0; r < 4; ++r) fx.insert(fx.end(), f.begin(), f.end());
+  const auto nf = static_cast<int64_t>(fx.size());
+  expect_libm_exp(fx, lz::exp(tensor<float>(fx, {nf})).to_vector<float>(), false);
+  expect_libm_exp(fx, tensor<float>(fx, {nf}).sigmoid().to_vector<float>(), true);
+
+  const double di = std::numeric_limits<double>::infinity();
+  std::vector<double> d = {-1e300, -746.5, -746.0, -745.2, -745.0, -740.0, -709.5, -709.0,
+                           -708.5, -708.0, -50.0,  0.0,    50.0,   708.0,  708.5,  709.5,
+                           709.78, 709.79, 710.0,  710.5,  1e300,  -di,    di};
+  std::vector<double> dx;
+  for (int r = 0; r < 4; ++r) dx.insert(dx.end(), d.begin(), d.end());
+  const auto nd = static_cast<int64_t>(dx.size());
+  expect_libm_exp(dx, lz::exp(tensor<double>(dx, {nd})).to_vector<double>(), false);
+  expect_libm_exp(dx, tensor<double>(dx, {nd}).sigmoid().to_vector<double>(), true);
 }
 
 }  // namespace

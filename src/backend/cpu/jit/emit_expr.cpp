@@ -4,6 +4,7 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -146,6 +147,23 @@ llvm::Value* Emitter::call_math(const ir::LibmFn& f, DType t, llvm::Value* x, ll
   return c;
 }
 
+llvm::Value* Emitter::exp(DType t, llvm::Value* x, bool tiny_is_zero) {
+  // Below lo the result rounds to +0 (float32: e^-104 < 2^-150, half the least denormal;
+  // float64: e^-746 < 2^-1075); above hi it overflows to +inf (e^89 > FLT_MAX, e^710 > DBL_MAX).
+  // Those lanes call exp(0) and take their result by a select, so every result is the call's own
+  // (NaN included: it fails both compares). Lanes between the limits and libmvec's fast range
+  // (denormal results, e^87.4 to e^89) still call it: exact, slow, rare. With tiny_is_zero the
+  // denormal results are 0 too (1 + a denormal is 1 in both dtypes).
+  const bool f32 = t == DType::Float32;
+  const double lo = tiny_is_zero ? (f32 ? -88.0 : -709.0) : (f32 ? -104.0 : -746.0);
+  llvm::Value* under = b_.CreateFCmpOLT(x, fconst(x, lo));
+  llvm::Value* over = b_.CreateFCmpOGT(x, fconst(x, f32 ? 89.0 : 710.0));
+  llvm::Value* arg = b_.CreateSelect(b_.CreateOr(under, over), fconst(x, 0), x);
+  llvm::Value* y = call_math(libm(OpKind::Exp), t, arg);
+  y = b_.CreateSelect(under, fconst(x, 0), y);
+  return b_.CreateSelect(over, fconst(x, std::numeric_limits<double>::infinity()), y);
+}
+
 llvm::Value* Emitter::intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
   return b_.CreateUnaryIntrinsic(id, x);
 }
@@ -158,6 +176,7 @@ llvm::Value* Emitter::fmax_nan(llvm::Value* a, llvm::Value* c, bool max) {
 
 llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
   const bool f = is_float(e.dtype);
+  if (e.op == OpKind::Exp) return exp(e.dtype, x);
   if (const ir::LibmFn* fn = ir::libm_fn(e.op)) return call_math(*fn, e.dtype, x);
   switch (e.op) {
     case OpKind::GradLeaf:
@@ -171,7 +190,8 @@ llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
     case OpKind::Rsqrt: return b_.CreateFDiv(fconst(x, 1), intrinsic(llvm::Intrinsic::sqrt, x));
     case OpKind::Reciprocal: return b_.CreateFDiv(fconst(x, 1), x);
     case OpKind::Sigmoid:
-      return b_.CreateFDiv(fconst(x, 1), b_.CreateFAdd(fconst(x, 1), call_math(libm(OpKind::Exp), e.dtype, b_.CreateFNeg(x))));
+      return b_.CreateFDiv(fconst(x, 1),
+                           b_.CreateFAdd(fconst(x, 1), exp(e.dtype, b_.CreateFNeg(x), true)));
     case OpKind::Gelu: {
       llvm::Value* s = b_.CreateFDiv(x, fconst(x, std::sqrt(2.0)));
       llvm::Value* h = b_.CreateFMul(x, fconst(x, 0.5));

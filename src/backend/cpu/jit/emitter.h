@@ -77,6 +77,11 @@ class Emitter {
 
   // ---- math ----
   llvm::Value* call_math(const ir::LibmFn& f, DType t, llvm::Value* x, llvm::Value* y = nullptr);
+  // exp(x) with the libm call kept off the arguments whose result is exactly 0 or +inf: libmvec's
+  // vector exp takes its scalar path for a whole lane outside about +-87.3 (float32), 15-20x
+  // slower, and masked attention scores (-3.4e38) put half of a softmax's lanes there.
+  // `tiny_is_zero`: the caller adds the result to 1, so a denormal result may be 0 (sigmoid).
+  llvm::Value* exp(DType t, llvm::Value* x, bool tiny_is_zero = false);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x);
   llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
   llvm::Value* is_nan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
