@@ -8,9 +8,7 @@
 
 namespace lz {
 
-void debug_write(const std::string& text) {
-  static std::mutex mu;  // one writer at a time: lines from several threads stay whole
-  std::lock_guard<std::mutex> l(mu);
+void debug_write_at_exit(const std::string& text) {
   const std::string& path = config().debug_file;
   if (path.empty()) {
     std::fputs(text.c_str(), stderr);
@@ -19,6 +17,12 @@ void debug_write(const std::string& text) {
   }
   std::ofstream f(path, std::ios::app);
   f << text;
+}
+
+void debug_write(const std::string& text) {
+  static std::mutex mu;  // one writer at a time: lines from several threads stay whole
+  std::lock_guard<std::mutex> l(mu);
+  debug_write_at_exit(text);
 }
 
 }  // namespace lz

@@ -7,5 +7,8 @@
 namespace lz {
 
 void debug_write(const std::string& text);
+// The same without its lock, for an exit handler (the lock, a function's static, may already be
+// destroyed then, and no other thread writes any more).
+void debug_write_at_exit(const std::string& text);
 
 }  // namespace lz

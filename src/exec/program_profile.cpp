@@ -2,8 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <iomanip>
 #include <map>
 #include <mutex>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/debug_write.h"
 #include "lazuli/debug.h"
 #include "lazuli/error.h"
 
@@ -51,17 +51,7 @@ std::atomic<bool>& switch_() {
   return on;
 }
 
-void report_at_exit() {
-  const std::string text = debug::program_profile_report();
-  const std::string& path = config().debug_file;
-  if (path.empty()) {
-    std::fputs(text.c_str(), stderr);
-    std::fflush(stderr);
-    return;
-  }
-  std::ofstream f(path, std::ios::app);
-  f << text;
-}
+void report_at_exit() { debug_write_at_exit(debug::program_profile_report()); }
 
 // The report of LAZULI_PROFILE_PROGRAMS is written at exit (registered at the first record, after
 // the executor's own exit handler: it runs first, and drains the runs in flight).
