@@ -376,9 +376,13 @@ def test_two_processes_compiling_the_same_kernels_at_once_both_succeed(tmp_path)
     for p in procs:
         out, err = p.communicate(timeout=120)
         results.append(parse(out, err, p.returncode))
-    n = max(r["KernelCompile"] for r in results)
-    assert n > 0
-    assert len(entries(tmp_path)) == n
+    # Each process compiled what it did not find on disk, so their compiles may cross (each one
+    # compiles 5 of 6 kernels and loads the sixth the other wrote): the cache then holds every
+    # kernel a process needed, compiled or loaded, once.
+    needed = {r["KernelCompile"] + r["PersistentCacheHit"] for r in results}
+    assert len(needed) == 1, results
+    assert max(r["KernelCompile"] for r in results) > 0
+    assert len(entries(tmp_path)) == needed.pop()
     assert temp_files(tmp_path) == []
     third = run_child(tmp_path)
     assert third["KernelCompile"] == 0 and third["PersistentCacheRejected"] == 0, third
