@@ -1,7 +1,6 @@
 // The cpu backend against the reference backend: the same programs give the same values within
 // the dtype's tolerance (today the cpu backend differs in its matrix products: oneDNN sgemm).
 #include <cmath>
-#include <random>
 
 #include "test_util.h"
 
@@ -10,13 +9,7 @@ namespace {
 
 using BackendDiff = testing::RuntimeTest;
 
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing::random_values;
 
 std::vector<float> run_on(const std::string& backend, const std::function<Tensor()>& program) {
   set_active_backend(backend);

@@ -202,16 +202,28 @@ std::vector<uint64_t> structural_bits(const std::string& obj) {
   return bits;
 }
 
+// The object's section headers.
+std::vector<Elf64_Shdr> section_headers(const std::string& obj) {
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, obj.data(), sizeof(eh));
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  std::memcpy(sh.data(), obj.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+  return sh;
+}
+
+// Whether section `index` holds data the kernel only reads (.rodata's constant pools).
+bool constants_section(const std::vector<Elf64_Shdr>& sh, uint64_t index) {
+  return index > 0 && index < sh.size() && sh[index].sh_type == SHT_PROGBITS &&
+         (sh[index].sh_flags & SHF_ALLOC) && !(sh[index].sh_flags & (SHF_EXECINSTR | SHF_WRITE));
+}
+
 // The bits that turn a relocation against one symbol the kernel uses into a relocation against
 // another one it uses (every symbol still used): a valid object that calls, say, the vector tanhf
 // where the scalar one was called, or reads a function's first bytes where its constants were. No
 // check of the object can see this; the kernel computes other values, and only the checksum
 // guards against it.
 std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>& bits) {
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, obj.data(), sizeof(eh));
-  std::vector<Elf64_Shdr> sh(eh.e_shnum);
-  std::memcpy(sh.data(), obj.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
+  const std::vector<Elf64_Shdr> sh = section_headers(obj);
   std::vector<bool> swap(bits.size(), false);
   for (const Elf64_Shdr& r : sh) {
     if (r.sh_type != SHT_RELA) continue;
@@ -221,10 +233,8 @@ std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>
       if (k == 0 || k >= symtab.sh_size / sizeof(Elf64_Sym)) return false;
       Elf64_Sym sym;
       std::memcpy(&sym, obj.data() + symtab.sh_offset + k * sizeof(sym), sizeof(sym));
-      if (sym.st_shndx == SHN_UNDEF) return true;
-      return ELF64_ST_TYPE(sym.st_info) == STT_SECTION && sym.st_shndx < sh.size() &&
-             (sh[sym.st_shndx].sh_flags & SHF_ALLOC) &&
-             !(sh[sym.st_shndx].sh_flags & SHF_EXECINSTR);
+      return sym.st_shndx == SHN_UNDEF ||
+             (ELF64_ST_TYPE(sym.st_info) == STT_SECTION && constants_section(sh, sym.st_shndx));
     };
     for (size_t i = 0; i < bits.size(); ++i) {
       const uint64_t byte = bits[i] / 8;
@@ -246,14 +256,8 @@ std::vector<bool> call_swaps(const std::string& obj, const std::vector<uint64_t>
 // reads (.rodata's constant pools). The object stays valid and reads another constant (a damaged
 // constant, which the checksum alone guards against, as for the constants themselves).
 std::vector<bool> constant_moves(const std::string& obj, const std::vector<uint64_t>& bits) {
-  Elf64_Ehdr eh;
-  std::memcpy(&eh, obj.data(), sizeof(eh));
-  std::vector<Elf64_Shdr> sh(eh.e_shnum);
-  std::memcpy(sh.data(), obj.data() + eh.e_shoff, sh.size() * sizeof(Elf64_Shdr));
-  auto is_constants = [&](uint64_t index) {
-    return index > 0 && index < sh.size() && (sh[index].sh_flags & SHF_ALLOC) &&
-           !(sh[index].sh_flags & (SHF_EXECINSTR | SHF_WRITE)) && sh[index].sh_type == SHT_PROGBITS;
-  };
+  const std::vector<Elf64_Shdr> sh = section_headers(obj);
+  auto is_constants = [&](uint64_t index) { return constants_section(sh, index); };
   auto flipped = [&](uint64_t field, uint64_t bit) {  // the 8-byte field with `bit` flipped
     uint64_t v;
     std::memcpy(&v, obj.data() + field, 8);

@@ -1,7 +1,6 @@
 // How the cpu backend cuts a float32 product into blocks for its thread pool (gemm_cut), and
 // that the cut products and the small batched stacks compute what a plain loop computes.
 #include <cmath>
-#include <random>
 
 #include "backend/cpu/library_calls.h"
 #include "core/thread_pool.h"
@@ -66,13 +65,7 @@ std::vector<double> reference(const std::vector<float>& a, const std::vector<flo
   return out;
 }
 
-std::vector<float> random_values(int64_t n, unsigned seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = u(gen);
-  return v;
-}
+using testing::random_values;
 
 TEST_F(MatmulBlocksRun, CutProductsMatchAPlainLoop) {
   struct Case {

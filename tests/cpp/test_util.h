@@ -3,6 +3,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <random>
+#include <vector>
+
 #include "core/config.h"
 #include "core/metrics.h"
 #include "exec/cut_record.h"
@@ -35,5 +39,14 @@ class RuntimeTest : public ::testing::Test {
  private:
   lz::Config saved_;
 };
+
+// n floats drawn uniformly from [-1, 1) by a generator seeded with `seed`.
+inline std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(g);
+  return v;
+}
 
 }  // namespace lz::testing
