@@ -6,9 +6,9 @@ that it is.
         libgomp, ...: LLVM is already linked in statically) into lazuli.libs/, renamed so they
         never meet another copy in the process, and tags the wheel with the oldest manylinux
         platform its symbol versions allow. PyTorch's libraries are left out: the lazy device
-        (_device.so) uses the torch the user installs beside it. Each copied library's licence
-        (its Debian package's copyright file) goes into the wheel's dist-info/licenses/, with
-        BUNDLED.txt naming where each copy came from. Prints the repaired wheel's path.
+        (_device.so) and the torch glue (_torch_glue.so) use the torch the user installs beside
+        it. Each copied library's licence (its Debian package's copyright file) goes into the
+        wheel's dist-info/licenses/, with BUNDLED.txt naming where each copy came from. Prints the repaired wheel's path.
 
     python tools/portable_wheel.py hide --wheel PORTABLE --from LIB... -- COMMAND...
         Runs COMMAND where the libraries LIB... link (the from-source build's liblazuli.so and

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "bindings.h"
+#include "torch_glue.h"
 
 namespace lzpy {
 namespace {
@@ -150,6 +151,171 @@ std::vector<py::array> numpy_views(const std::vector<Tensor>& ts, bool raw_bf16)
   return out;
 }
 
+// The torch glue's table (torch_glue.h), once lazuli.torch has handed it over; until then the
+// replay below is refused and the bridge reads torch tensors through Python.
+const LazuliTorchGlue* g_glue = nullptr;
+
+void set_torch_glue(const py::capsule& api) {
+  auto* glue = static_cast<const LazuliTorchGlue*>(
+      PyCapsule_GetPointer(api.ptr(), "lazuli._torch_glue._API"));
+  if (glue == nullptr) throw py::error_already_set();
+  if (glue->version != LAZULI_TORCH_GLUE_VERSION) {
+    throw lz::ValueError("_set_torch_glue: the glue is version " + std::to_string(glue->version) +
+                         ", this build of _C reads version " +
+                         std::to_string(LAZULI_TORCH_GLUE_VERSION) + " (rebuild both)");
+  }
+  g_glue = glue;
+}
+
+template <typename T>
+void put(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+// The bridge's input signature of a call, exactly (python/lazuli/torch/_bridge.py _signature):
+// per tensor its dtype, sizes and layout (layout_of); per int, float, bool or None its type and
+// value. Bytes, built without a Python object per argument; None where the glue is not loaded or
+// an argument is anything else, and then the bridge builds its tuple key (bytes never equal one).
+py::object torch_signature(const py::tuple& args) {
+  if (g_glue == nullptr) return py::none();
+  std::string key;
+  key.reserve(args.size() * 24);
+  for (py::handle a : args) {
+    PyObject* o = a.ptr();
+    LazuliTensorFacts f;
+    const int is_tensor = g_glue->tensor_facts(o, &f);
+    if (is_tensor < 0) return py::none();
+    if (is_tensor == 1) {
+      key.push_back('t');
+      put<int16_t>(key, static_cast<int16_t>(f.scalar_type));
+      put<int8_t>(key, static_cast<int8_t>(f.ndim));
+      key.append(reinterpret_cast<const char*>(f.sizes), sizeof(int64_t) * f.ndim);
+      key.push_back(static_cast<char>(f.layout));
+      if (f.layout == LAZULI_LAYOUT_PERMUTED) {
+        for (int64_t d = 0; d < f.ndim; ++d) key.push_back(static_cast<char>(f.perm[d]));
+      }
+    } else if (PyBool_Check(o)) {
+      key.push_back(o == Py_True ? 'T' : 'F');
+    } else if (PyLong_CheckExact(o)) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0) return py::none();
+      key.push_back('i');
+      put<long long>(key, v);
+    } else if (PyFloat_CheckExact(o)) {
+      key.push_back('f');
+      put<double>(key, PyFloat_AS_DOUBLE(o));
+    } else if (o == Py_None) {
+      key.push_back('n');
+    } else {
+      return py::none();
+    }
+  }
+  return py::bytes(key);
+}
+
+void release_read(void* keep) { delete static_cast<std::shared_ptr<const void>*>(keep); }
+
+// One run of `p` over torch tensors, in one call (the bridge's replay, _bridge._run_program):
+// run_over, with each tensor's address, dtype, sizes and layout read in C++ through the glue; a
+// torch tensor over each of the first n_run outputs' buffers (a bfloat16 one as bfloat16); and
+// each (argument, output) of `writebacks` checked: the program wrote the argument in place, or
+// the pair is returned for the caller to copy. The program's inputs are args[tensor_args[j]]
+// (every argument where tensor_args is None), then `extra` where it is not None (the random
+// key). An input is read as it is (contiguous) or as the dense block it permutes, each checked
+// against the program's input dtype and shape: a ValueError, never a read outside its memory.
+py::tuple replay_torch(fe::WarmProgram& p, const py::tuple& args, const py::object& tensor_args,
+                       const py::object& extra, const std::vector<uint64_t>& content_ids,
+                       size_t n_run, const std::vector<std::pair<int, int>>& writebacks) {
+  if (g_glue == nullptr) throw lz::ValueError("replay_torch: the torch glue is not loaded");
+  const std::vector<std::pair<lz::DType, lz::Shape>>& types = p.input_types();
+  std::vector<PyObject*> objects;
+  objects.reserve(types.size());
+  if (tensor_args.is_none()) {
+    for (py::handle a : args) objects.push_back(a.ptr());
+  } else {
+    for (py::handle i : tensor_args) {
+      objects.push_back(PyTuple_GetItem(args.ptr(), i.cast<py::ssize_t>()));
+      if (objects.back() == nullptr) throw py::error_already_set();
+    }
+  }
+  if (!extra.is_none()) objects.push_back(extra.ptr());
+  if (objects.size() != types.size() ||
+      (!content_ids.empty() && content_ids.size() != types.size())) {
+    throw lz::ValueError("replay_torch: " + std::to_string(objects.size()) + " tensors and " +
+                         std::to_string(content_ids.size()) + " content ids for a program of " +
+                         std::to_string(types.size()) + " inputs");
+  }
+  py::tuple held(objects.size());  // one owner holds every input until the run has read them
+  for (size_t i = 0; i < objects.size(); ++i) {
+    PyTuple_SET_ITEM(held.ptr(), static_cast<py::ssize_t>(i), Py_NewRef(objects[i]));
+  }
+  std::shared_ptr<void> shared_owner = python_owner(held);
+  std::vector<lz::ExternalInput> inputs(types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& [dtype, shape] = types[i];
+    LazuliTensorFacts f;
+    bool ok = g_glue->tensor_facts(objects[i], &f) == 1 &&
+              f.lazuli_dtype == static_cast<int>(dtype) && f.layout != LAZULI_LAYOUT_OTHER &&
+              static_cast<size_t>(f.ndim) == shape.size();
+    for (int64_t d = 0; ok && d < f.ndim; ++d) {
+      const int64_t size = f.layout == LAZULI_LAYOUT_PERMUTED ? f.sizes[f.perm[d]] : f.sizes[d];
+      ok = size == shape[static_cast<size_t>(d)];
+    }
+    if (!ok) {
+      throw lz::ValueError("replay_torch: tensor " + std::to_string(i) + " is not a dense " +
+                           std::string(lz::dtype_name(dtype)) + lz::shape_str(shape) +
+                           " block, as the program's input is");
+    }
+    lz::ExternalInput& in = inputs[i];
+    in.data = f.data;
+    in.owner = p.donates_input(i) ? python_owner(py::reinterpret_borrow<py::object>(objects[i]))
+                                  : shared_owner;
+    in.content_id = content_ids.empty() ? 0 : content_ids[i];
+  }
+  std::vector<Tensor> results;
+  {
+    py::gil_scoped_release release;
+    results = p.run_external(inputs);
+  }
+  if (n_run > results.size()) {
+    throw lz::ValueError("replay_torch: " + std::to_string(n_run) +
+                         " outputs asked of a program of " + std::to_string(results.size()));
+  }
+  std::vector<Tensor> computed(results.begin(), results.begin() + static_cast<ptrdiff_t>(n_run));
+  std::vector<fe::PendingRead> reads = read_all_interruptibly(computed, lz::CutReason::ValueRead);
+  py::list outputs(n_run);
+  for (size_t k = 0; k < n_run; ++k) {
+    const Tensor& t = computed[k];
+    void* data = reads[k].expose_host_memory("a torch.compile output");
+    auto* keep = new std::shared_ptr<const void>(reads[k].keep_alive());
+    std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
+    PyObject* o =
+        g_glue->tensor_over(data, static_cast<int>(t.dtype()), static_cast<int64_t>(sizes.size()),
+                            sizes.data(), &release_read, keep);
+    if (o == nullptr) throw py::error_already_set();
+    PyList_SET_ITEM(outputs.ptr(), static_cast<py::ssize_t>(k), o);
+  }
+  py::list copies;
+  for (const auto& [arg, k] : writebacks) {
+    const Tensor& result = results.at(static_cast<size_t>(k));
+    uintptr_t address;
+    {
+      py::gil_scoped_release release;
+      address = fe::device_data_address(result);
+    }
+    LazuliTensorFacts f;
+    PyObject* target = PyTuple_GetItem(args.ptr(), arg);
+    if (target == nullptr) throw py::error_already_set();
+    if (g_glue->tensor_facts(target, &f) == 1 && address == reinterpret_cast<uintptr_t>(f.data)) {
+      fe::bump_counter("TorchWriteBackInPlace", 1);
+    } else {
+      copies.append(py::make_tuple(arg, result));
+    }
+  }
+  return py::make_tuple(outputs, copies);
+}
+
 }  // namespace
 
 void bind_bridge(py::module_& m) {
@@ -176,6 +342,11 @@ void bind_bridge(py::module_& m) {
   // Waits for the tensor's producer without the GIL.
   m.def("_buffer_address", &fe::device_data_address, py::arg("tensor"),
         py::call_guard<py::gil_scoped_release>());
+  m.def("_set_torch_glue", &set_torch_glue, py::arg("api"),
+        "Hands over _torch_glue._API: WarmProgram.replay_torch and _torch_signature work then.");
+  m.def("_torch_signature", &torch_signature, py::arg("args"),
+        "The torch.compile bridge's input signature of a call, as bytes; None where only Python "
+        "can make it (no glue, or an argument of another type).");
   m.def("_bump_counter", &fe::bump_counter, py::arg("name"), py::arg("n") = 1);
   // Compiling and running release the GIL: a compile takes long, and a run waits for the
   // executor lock, which a thread holding it may need the GIL to give back (frames for logs).
@@ -196,6 +367,10 @@ void bind_bridge(py::module_& m) {
            "run() on device data over the memory of torch tensors (contiguous, of the inputs' "
            "dtypes and shapes), each held by its tensor; content_ids: lent ids, one per tensor, or "
            "none")
+      .def("replay_torch", &replay_torch, py::arg("args"), py::arg("tensor_args"), py::arg("extra"),
+           py::arg("content_ids"), py::arg("n_run"), py::arg("writebacks"),
+           "run_over through the torch glue, and torch tensors over the first n_run outputs: "
+           "(outputs, [(argument, output) written back by copy])")
       .def_property_readonly("hash", &fe::WarmProgram::hash_hex)
       .def_property_readonly("num_constants", &fe::WarmProgram::num_constants);
 }

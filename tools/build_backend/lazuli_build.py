@@ -74,7 +74,7 @@ def _torch_site():
 
 def _build_extension(build):
     """Builds _C, liblazuli.so, liblazuli_jit.so and, where PyTorch is found, the lazy device
-    (_device.so) into build/lazuli; returns that directory."""
+    (_device.so) and the torch glue (_torch_glue.so) into build/lazuli; returns that directory."""
     out = build / NAME
     site = _torch_site()
     subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Ninja",
@@ -85,7 +85,7 @@ def _build_extension(build):
                            "-DLAZULI_LLVM_STATIC=ON",
                            f"-DLAZULI_TORCH_SITE={site}", f"-Dpybind11_DIR={_pybind11_dir()}",
                            f"-DPython_EXECUTABLE={sys.executable}"], stdout=sys.stderr)
-    targets = ["_C"] + (["lazuli_device"] if site else [])
+    targets = ["_C"] + (["lazuli_device", "lazuli_torch_glue"] if site else [])
     subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
     return out
 
@@ -144,7 +144,8 @@ def _write_wheel(wheel_directory, built):
     # extension and the LLVM code generator it loads at the first kernel compile from the build.
     modules = [(p, p.relative_to(pkg)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts]
     binaries = [(p, p.relative_to(built)) for p in built.iterdir()
-                if p.name in ("liblazuli.so", "liblazuli_jit.so", "liblazuli_mpi.so", "_device.so")
+                if p.name in ("liblazuli.so", "liblazuli_jit.so", "liblazuli_mpi.so", "_device.so",
+                              "_torch_glue.so")
                 or (p.name.startswith("_C.") and p.suffix == ".so")]
     names = {p.name for p, _ in binaries}
     if not any(n.startswith("_C.") for n in names) or not {"liblazuli.so", "liblazuli_jit.so"} <= names:
@@ -252,7 +253,7 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     if not cache.exists() or "LAZULI_BUILD_PYTHON:BOOL=ON" not in cache.read_text():
         raise RuntimeError("pip install -e . builds into build/, which scripts/setup.sh configures "
                            "(with the Python extension); run `bash scripts/setup.sh` first")
-    targets = ["_C"] + (["lazuli_device"] if site else [])
+    targets = ["_C"] + (["lazuli_device", "lazuli_torch_glue"] if site else [])
     subprocess.check_call(["cmake", "--build", str(build), "--target", *targets], stdout=sys.stderr)
     pth = (str(ROOT / "python") + "\n").encode()
     return _zip_wheel(wheel_directory, [(f"_{NAME}_editable.pth", pth)])

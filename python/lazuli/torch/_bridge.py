@@ -61,6 +61,20 @@ def _log(text, level=logging.INFO):
     _logging.log(_LOGGER, level, text)
 
 
+# The torch glue (python/src/torch_glue.h): a partition's replay in one C++ call. Without it (not
+# built: no PyTorch where Lazuli was built; or a torch other than the one it was built against,
+# whose symbols it lacks) partitions replay through Python, with the same values, slower.
+try:
+    from lazuli import _torch_glue
+    _C._set_torch_glue(_torch_glue._API)
+    _GLUE = True
+except (ImportError, ValueError) as _e:
+    _GLUE = False
+    # Not built is a choice (INFO); built but refused is a mismatch worth seeing (WARNING).
+    _log(f"the torch glue is not loaded ({type(_e).__name__}: {_e}): partitions replay through "
+         "Python", logging.INFO if isinstance(_e, ModuleNotFoundError) else logging.WARNING)
+
+
 def user_line(node: torch.fx.Node) -> str:
     """The user's source line a node came from ("model.py:12 in forward: return self.fc(x)"),
     read from the innermost frame of its stack trace; "" when dynamo recorded none."""
@@ -321,7 +335,7 @@ def _is_view_of(view, args, out) -> bool:
 class _Traced:
     """One input signature of a partition: its warm program and where each output comes from."""
     __slots__ = ("program", "spec", "outputs", "writebacks", "keyed", "layouts", "tensor_args",
-                 "reshaped", "n_run", "bf16")
+                 "reshaped", "n_run", "bf16", "in_cpp", "flat_seq", "only_run")
 
     def __init__(self, program, spec, outputs, writebacks, keyed=False, layouts=None,
                  tensor_args=None, n_run=0, bf16=()):
@@ -341,6 +355,15 @@ class _Traced:
                          if self.layouts[i] is not None]
         self.n_run = n_run        # program outputs 0..n_run-1 are ("run", k) outputs
         self.bf16 = bf16          # which of them are bfloat16
+        # Replayed in one C++ call (replay_torch), where the torch glue is loaded and no input
+        # crosses as a copy (which takes torch's own .contiguous()).
+        self.in_cpp = _GLUE and all(layout != "copy" for _, layout in self.reshaped)
+        # The outputs are a flat tuple or list (as aot_autograd's graphs return them): made
+        # without tree_unflatten; and where every one is the program's, in order, as they come.
+        self.flat_seq = (spec.type in (tuple, list) and spec.num_children == len(outputs)
+                         and all(c.is_leaf() for c in spec.children()))
+        self.only_run = self.flat_seq and all(o[0] == "run" and o[1] == k
+                                              for k, o in enumerate(outputs))
 
 
 class LazuliPartition(torch.nn.Module):
@@ -360,7 +383,9 @@ class LazuliPartition(torch.nn.Module):
     def forward(self, *args):
         if self.eager_reason is not None:
             return self._run_eager(args)
-        key = _signature(args)
+        key = _C._torch_signature(args)
+        if key is None:
+            key = _signature(args)
         traced = self.traced.get(key)
         if traced is None:
             traced = self._trace(args)
@@ -484,34 +509,28 @@ class LazuliPartition(torch.nn.Module):
         return "\n".join(rows)
 
     def _run_program(self, traced: _Traced, args):
-        results = torched = ()
-        if traced.program is not None:
-            # The program's inputs are the tensor arguments' memory, read in one C++ call
-            # (run_over): the signature that chose `traced` vouches for their dtypes, shapes and
-            # layouts, and run_over checks each tensor's size and contiguity again.
-            tensors = args if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
-            inputs = list(tensors)
-            for j, layout in traced.reshaped:
-                if isinstance(layout, tuple):
-                    inputs[j] = _shared(inputs[j], layout)
-                else:
-                    inputs[j] = inputs[j].contiguous()
-                    _C._bump_counter("TorchInputCopy", 1)
+        torched = ()
+        if traced.program is not None and traced.in_cpp:
+            # One C++ call reads the tensor arguments (address, dtype, sizes, layout), runs the
+            # program, makes a torch tensor over each output's buffer and checks the in-place
+            # writes. The signature that chose `traced` vouches for the arguments, and
+            # replay_torch checks each one's dtype and dense shape again.
             lent = self.lent_ids
             ids = [] if lent is None else [
-                lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0 for a in tensors]
-            if traced.keyed:
-                inputs.append(fresh_key())
-                if ids:
-                    ids.append(0)
-            results = traced.program.run_over(inputs, ids)
-            del inputs
-            # One wait for the program, then a view of each output's buffer; a bfloat16 output
-            # leaves as a uint16 view of its bits, viewed back as bfloat16.
-            torched = [torch.from_numpy(a)
-                       for a in _C._numpy_views(results[:traced.n_run], raw_bfloat16=True)]
-            for k in traced.bf16:
-                torched[k] = torched[k].view(torch.bfloat16)
+                lent.id_for(args[i]) if isinstance(args[i], torch.nn.Parameter) else 0
+                for i in (range(len(args)) if traced.tensor_args is None else traced.tensor_args)
+            ] + ([0] if traced.keyed else [])
+            torched, copies = traced.program.replay_torch(
+                args, traced.tensor_args, fresh_key() if traced.keyed else None, ids,
+                traced.n_run, traced.writebacks)
+            for i, result in copies:  # a donation the program declined: copied back
+                with torch.no_grad():
+                    _shared(args[i], traced.layouts[i]).copy_(to_torch(result))
+                _count("TorchWriteBackCopy")
+            if traced.only_run:
+                return tuple(torched) if traced.spec.type is tuple else torched
+        elif traced.program is not None:
+            torched = self._run_program_in_python(traced, args)
         flat = []
         for kind, v, *rest in traced.outputs:
             if kind == "run":
@@ -525,6 +544,39 @@ class LazuliPartition(torch.nn.Module):
                 flat.append(v.clone())
             else:
                 flat.append(v)
+        if traced.flat_seq:
+            return tuple(flat) if traced.spec.type is tuple else flat
+        return torch.utils._pytree.tree_unflatten(flat, traced.spec)
+
+    def _run_program_in_python(self, traced: _Traced, args):
+        """_run_program's route without the torch glue, or with an input that crosses as a
+        contiguous copy: the program's torch outputs, its in-place writes done."""
+        # The program's inputs are the tensor arguments' memory, read in one C++ call
+        # (run_over): the signature that chose `traced` vouches for their dtypes, shapes and
+        # layouts, and run_over checks each tensor's size and contiguity again.
+        tensors = args if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
+        inputs = list(tensors)
+        for j, layout in traced.reshaped:
+            if isinstance(layout, tuple):
+                inputs[j] = _shared(inputs[j], layout)
+            else:
+                inputs[j] = inputs[j].contiguous()
+                _C._bump_counter("TorchInputCopy", 1)
+        lent = self.lent_ids
+        ids = [] if lent is None else [
+            lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0 for a in tensors]
+        if traced.keyed:
+            inputs.append(fresh_key())
+            if ids:
+                ids.append(0)
+        results = traced.program.run_over(inputs, ids)
+        del inputs
+        # One wait for the program, then a view of each output's buffer; a bfloat16 output
+        # leaves as a uint16 view of its bits, viewed back as bfloat16.
+        torched = [torch.from_numpy(a)
+                   for a in _C._numpy_views(results[:traced.n_run], raw_bfloat16=True)]
+        for k in traced.bf16:
+            torched[k] = torched[k].view(torch.bfloat16)
         for i, k in traced.writebacks:
             # Donated: the program wrote the new value into args[i] itself (this waits for it).
             # An input that crossed as a contiguous copy, or a declined donation, is copied back.
@@ -534,7 +586,7 @@ class LazuliPartition(torch.nn.Module):
                 _count("TorchWriteBackCopy")
             else:
                 _count("TorchWriteBackInPlace")
-        return torch.utils._pytree.tree_unflatten(flat, traced.spec)
+        return torched
 
     def _refuse(self, error):
         node = _failing_node(error)
