@@ -399,5 +399,37 @@ TEST_F(CpuCompilerOpTable, ExpAndSigmoidAtTheEdgesOfTheirRangeAreLibmsResults) {
   expect_libm_exp(dx, tensor<double>(dx, {nd}).sigmoid().to_vector<double>(), true);
 }
 
+TEST_F(CpuCompilerOpTable, LogOfZeroAndOfTheOtherSpecialInputsIsLibmsResult) {
+  // Zeros amid ordinary values, several vectors' worth, so the vector code sees mixed lanes.
+  const float fi = std::numeric_limits<float>::infinity();
+  const float fn = std::numeric_limits<float>::quiet_NaN();
+  const float fd = std::numeric_limits<float>::denorm_min();
+  std::vector<float> f = {0.0f, -0.0f, 1.0f, 0.5f, 1e-30f, 3.0e38f, -1.0f, fd, fi, fn, 0.0f, 2.0f};
+  std::vector<float> fx;
+  for (int r = 0; r < 4; ++r) fx.insert(fx.end(), f.begin(), f.end());
+  const std::vector<float> fgot =
+      lz::log(tensor<float>(fx, {static_cast<int64_t>(fx.size())})).to_vector<float>();
+  const std::vector<double> d = {
+      0.0, -0.0, 1.0, 1e-300, 4.9e-324, -2.0, std::numeric_limits<double>::infinity(), 7.0};
+  std::vector<double> dx;
+  for (int r = 0; r < 4; ++r) dx.insert(dx.end(), d.begin(), d.end());
+  const std::vector<double> dgot =
+      lz::log(tensor<double>(dx, {static_cast<int64_t>(dx.size())})).to_vector<double>();
+  auto check = [](auto x, auto got) {
+    const auto want = std::log(x);
+    const std::string where = "log(" + std::to_string(x) + ")";
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << where << " = " << got;
+    } else if (std::isinf(want)) {
+      EXPECT_EQ(got, want) << where;
+    } else {
+      using T = decltype(want);
+      EXPECT_NEAR(got, want, 4 * std::numeric_limits<T>::epsilon() * std::fabs(want)) << where;
+    }
+  };
+  for (size_t i = 0; i < fx.size(); ++i) check(fx[i], fgot[i]);
+  for (size_t i = 0; i < dx.size(); ++i) check(dx[i], dgot[i]);
+}
+
 }  // namespace
 }  // namespace lz

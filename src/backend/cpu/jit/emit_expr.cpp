@@ -164,6 +164,16 @@ llvm::Value* Emitter::exp(DType t, llvm::Value* x, bool tiny_is_zero) {
   return b_.CreateSelect(over, fconst(x, std::numeric_limits<double>::infinity()), y);
 }
 
+llvm::Value* Emitter::log(DType t, llvm::Value* x) {
+  // log(±0) is -inf: those lanes call log(1) and take -inf by a select. libmvec's vector log
+  // leaves its fast path for every lane of a vector holding a zero (a saturated probability in a
+  // binary cross-entropy, a masked entry's log), and that path was 10x slower (bench/RESULTS.md
+  // 28). Other special inputs (negative, denormal, inf, NaN) still call it: exact, rare.
+  llvm::Value* zero = b_.CreateFCmpOEQ(x, fconst(x, 0));
+  llvm::Value* y = call_math(libm(OpKind::Log), t, b_.CreateSelect(zero, fconst(x, 1), x));
+  return b_.CreateSelect(zero, fconst(x, -std::numeric_limits<double>::infinity()), y);
+}
+
 llvm::Value* Emitter::intrinsic(llvm::Intrinsic::ID id, llvm::Value* x) {
   return b_.CreateUnaryIntrinsic(id, x);
 }
@@ -177,6 +187,7 @@ llvm::Value* Emitter::fmax_nan(llvm::Value* a, llvm::Value* c, bool max) {
 llvm::Value* Emitter::unary(const KExpr& e, llvm::Value* x, DType in) {
   const bool f = is_float(e.dtype);
   if (e.op == OpKind::Exp) return exp(e.dtype, x);
+  if (e.op == OpKind::Log) return log(e.dtype, x);
   if (const ir::LibmFn* fn = ir::libm_fn(e.op)) return call_math(*fn, e.dtype, x);
   switch (e.op) {
     case OpKind::GradLeaf:

@@ -82,6 +82,8 @@ class Emitter {
   // slower, and masked attention scores (-3.4e38) put half of a softmax's lanes there.
   // `tiny_is_zero`: the caller adds the result to 1, so a denormal result may be 0 (sigmoid).
   llvm::Value* exp(DType t, llvm::Value* x, bool tiny_is_zero = false);
+  // log(x) with the libm call kept off zeros (-inf), which send libmvec's log to its slow path.
+  llvm::Value* log(DType t, llvm::Value* x);
   llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::Value* x);
   llvm::Value* fconst(llvm::Value* like, double v) { return llvm::ConstantFP::get(like->getType(), v); }
   llvm::Value* is_nan(llvm::Value* x) { return b_.CreateFCmpUNO(x, x); }
