@@ -113,7 +113,20 @@ PyObject* tensor_over(void* data, int dtype, int64_t ndim, const int64_t* sizes,
   }
 }
 
-LazuliTorchGlue g_glue = {LAZULI_TORCH_GLUE_VERSION, &tensor_facts, &tensor_over};
+PyObject* contiguous(PyObject* o) {
+  if (!THPVariable_Check(o)) {
+    PyErr_SetString(PyExc_TypeError, "lazuli: contiguous() of an object that is not a tensor");
+    return nullptr;
+  }
+  try {
+    return THPVariable_Wrap(THPVariable_Unpack(o).contiguous());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+LazuliTorchGlue g_glue = {LAZULI_TORCH_GLUE_VERSION, &tensor_facts, &tensor_over, &contiguous};
 
 PyModuleDef g_module = {PyModuleDef_HEAD_INIT,
                         "_torch_glue",

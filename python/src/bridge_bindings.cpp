@@ -222,8 +222,9 @@ void release_read(void* keep) { delete static_cast<std::shared_ptr<const void>*>
 // each (argument, output) of `writebacks` checked: the program wrote the argument in place, or
 // the pair is returned for the caller to copy. The program's inputs are args[tensor_args[j]]
 // (every argument where tensor_args is None), then `extra` where it is not None (the random
-// key). An input is read as it is (contiguous) or as the dense block it permutes, each checked
-// against the program's input dtype and shape: a ValueError, never a read outside its memory.
+// key). An input is read as it is (contiguous), as the dense block it permutes, or from a
+// contiguous copy (any other layout, counted TorchInputCopy), each checked against the program's
+// input dtype and shape: a ValueError, never a read outside its memory.
 py::tuple replay_torch(fe::WarmProgram& p, const py::tuple& args, const py::object& tensor_args,
                        const py::object& extra, const std::vector<uint64_t>& content_ids,
                        size_t n_run, const std::vector<std::pair<int, int>>& writebacks) {
@@ -246,6 +247,35 @@ py::tuple replay_torch(fe::WarmProgram& p, const py::tuple& args, const py::obje
                          std::to_string(content_ids.size()) + " content ids for a program of " +
                          std::to_string(types.size()) + " inputs");
   }
+  // Each input's facts; an input of another layout (strided, expanded: LAZULI_LAYOUT_OTHER) is
+  // read from a contiguous copy, which the run holds, and which a donation never writes back into
+  // (the caller copies the new value back: a returned pair).
+  std::vector<LazuliTensorFacts> facts(objects.size());
+  std::vector<py::object> copies_made;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& [dtype, shape] = types[i];
+    LazuliTensorFacts& f = facts[i];
+    bool ok = g_glue->tensor_facts(objects[i], &f) == 1;
+    if (ok && f.layout == LAZULI_LAYOUT_OTHER) {
+      py::object copy = py::reinterpret_steal<py::object>(g_glue->contiguous(objects[i]));
+      if (!copy) throw py::error_already_set();
+      objects[i] = copy.ptr();
+      copies_made.push_back(std::move(copy));
+      fe::bump_counter("TorchInputCopy", 1);
+      ok = g_glue->tensor_facts(objects[i], &f) == 1 && f.layout == LAZULI_LAYOUT_CONTIGUOUS;
+    }
+    ok = ok && f.lazuli_dtype == static_cast<int>(dtype) &&
+         static_cast<size_t>(f.ndim) == shape.size();
+    for (int64_t d = 0; ok && d < f.ndim; ++d) {
+      const int64_t size = f.layout == LAZULI_LAYOUT_PERMUTED ? f.sizes[f.perm[d]] : f.sizes[d];
+      ok = size == shape[static_cast<size_t>(d)];
+    }
+    if (!ok) {
+      throw lz::ValueError("replay_torch: tensor " + std::to_string(i) + " is not a " +
+                           std::string(lz::dtype_name(dtype)) + lz::shape_str(shape) +
+                           " tensor (dense, or read through a copy), as the program's input is");
+    }
+  }
   py::tuple held(objects.size());  // one owner holds every input until the run has read them
   for (size_t i = 0; i < objects.size(); ++i) {
     PyTuple_SET_ITEM(held.ptr(), static_cast<py::ssize_t>(i), Py_NewRef(objects[i]));
@@ -253,22 +283,8 @@ py::tuple replay_torch(fe::WarmProgram& p, const py::tuple& args, const py::obje
   std::shared_ptr<void> shared_owner = python_owner(held);
   std::vector<lz::ExternalInput> inputs(types.size());
   for (size_t i = 0; i < types.size(); ++i) {
-    const auto& [dtype, shape] = types[i];
-    LazuliTensorFacts f;
-    bool ok = g_glue->tensor_facts(objects[i], &f) == 1 &&
-              f.lazuli_dtype == static_cast<int>(dtype) && f.layout != LAZULI_LAYOUT_OTHER &&
-              static_cast<size_t>(f.ndim) == shape.size();
-    for (int64_t d = 0; ok && d < f.ndim; ++d) {
-      const int64_t size = f.layout == LAZULI_LAYOUT_PERMUTED ? f.sizes[f.perm[d]] : f.sizes[d];
-      ok = size == shape[static_cast<size_t>(d)];
-    }
-    if (!ok) {
-      throw lz::ValueError("replay_torch: tensor " + std::to_string(i) + " is not a dense " +
-                           std::string(lz::dtype_name(dtype)) + lz::shape_str(shape) +
-                           " block, as the program's input is");
-    }
     lz::ExternalInput& in = inputs[i];
-    in.data = f.data;
+    in.data = facts[i].data;
     in.owner = p.donates_input(i) ? python_owner(py::reinterpret_borrow<py::object>(objects[i]))
                                   : shared_owner;
     in.content_id = content_ids.empty() ? 0 : content_ids[i];

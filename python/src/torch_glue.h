@@ -47,4 +47,7 @@ struct LazuliTorchGlue {
   // NULL with a Python error set (then release(ctx) has been called).
   PyObject* (*tensor_over)(void* data, int dtype, int64_t ndim, const int64_t* sizes,
                            void (*release)(void*), void* ctx);
+  // A new reference to `o`.contiguous() (a torch tensor), for an input of LAZULI_LAYOUT_OTHER;
+  // NULL with a Python error set.
+  PyObject* (*contiguous)(PyObject* o);
 };

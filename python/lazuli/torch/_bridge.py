@@ -355,9 +355,8 @@ class _Traced:
                          if self.layouts[i] is not None]
         self.n_run = n_run        # program outputs 0..n_run-1 are ("run", k) outputs
         self.bf16 = bf16          # which of them are bfloat16
-        # Replayed in one C++ call (replay_torch), where the torch glue is loaded and no input
-        # crosses as a copy (which takes torch's own .contiguous()).
-        self.in_cpp = _GLUE and all(layout != "copy" for _, layout in self.reshaped)
+        # Replayed in one C++ call (replay_torch) where the torch glue is loaded.
+        self.in_cpp = _GLUE
         # The outputs are a flat tuple or list (as aot_autograd's graphs return them): made
         # without tree_unflatten; and where every one is the program's, in order, as they come.
         self.flat_seq = (spec.type in (tuple, list) and spec.num_children == len(outputs)
@@ -549,8 +548,8 @@ class LazuliPartition(torch.nn.Module):
         return torch.utils._pytree.tree_unflatten(flat, traced.spec)
 
     def _run_program_in_python(self, traced: _Traced, args):
-        """_run_program's route without the torch glue, or with an input that crosses as a
-        contiguous copy: the program's torch outputs, its in-place writes done."""
+        """_run_program's route without the torch glue: the program's torch outputs, its
+        in-place writes done."""
         # The program's inputs are the tensor arguments' memory, read in one C++ call
         # (run_over): the signature that chose `traced` vouches for their dtypes, shapes and
         # layouts, and run_over checks each tensor's size and contiguity again.

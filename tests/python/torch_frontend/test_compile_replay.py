@@ -1,8 +1,8 @@
 """A partition's replay in one C++ call (WarmProgram.replay_torch, through the torch glue
 _torch_glue.so): it reads each argument's address, dtype, sizes and layout, runs the program,
 makes a torch tensor over each output's buffer and checks the in-place writes, with no Python
-object per argument. The Python route (run_over and numpy views) stays for an input that crosses
-as a copy, and where the glue is not built. Both routes must give the same values, gradients and
+object per argument (an input of another layout, strided or expanded, through a contiguous copy).
+The Python route (run_over and numpy views) stays where the glue is not built. Both routes must give the same values, gradients and
 in-place updates; a tensor that does not match the program's input is refused, never read."""
 import pytest
 import torch
@@ -128,20 +128,38 @@ def test_a_bfloat16_output_leaves_as_bfloat16_over_the_programs_buffer():
         torch.testing.assert_close(got, want)
 
 
-def test_an_input_that_crosses_as_a_copy_takes_the_python_route():
+def test_a_strided_or_expanded_input_is_read_from_a_copy_in_cpp_and_counted():
     torch._dynamo.reset()
 
-    def f(a):
-        return a * 2 + 1
+    def f(a, b):
+        return a * 2 + b
 
     compiled = torch.compile(f, backend=lzt.backend)
     a = torch.randn(6, 8)[:, ::2]  # strided: no dense block to share
-    compiled(a)
+    b = torch.arange(4.0).expand(6, 4)  # expanded (aot_autograd saves expanded position ids)
+    compiled(a, b)
     copies = counter("TorchInputCopy")
-    out, seen = _traced(compiled, a)
-    torch.testing.assert_close(out, f(a))
-    assert seen and not any(t.in_cpp for t in seen)
-    assert counter("TorchInputCopy") == copies + 1
+    out, seen = _traced(compiled, a, b)
+    torch.testing.assert_close(out, f(a, b))
+    assert seen and all(t.in_cpp for t in seen)
+    assert counter("TorchInputCopy") == copies + 2
+
+
+def test_an_input_updated_in_place_through_a_copy_gets_the_new_values():
+    torch._dynamo.reset()
+
+    def f(a):
+        a.mul_(2).add_(1)
+        return a.sum()
+
+    compiled = torch.compile(f, backend=lzt.backend)
+    base = torch.arange(24.0).reshape(4, 6)
+    want = base.clone()
+    for _ in range(3):
+        got = compiled(base[:, ::2])
+        expect = f(want[:, ::2])
+        torch.testing.assert_close(got, expect)
+        torch.testing.assert_close(base, want)
 
 
 def _program():
@@ -160,21 +178,21 @@ def test_replay_torch_computes_over_the_torch_tensors_memory():
     torch.testing.assert_close(out, a * b + 1)
     # A transposed [2, 3] view crosses as its dense [3, 2] block: not this program's input.
     t = torch.arange(6.0).reshape(3, 2).t()
-    with pytest.raises(ValueError, match=r"tensor 0 is not a dense float32\[2, 3\] block"):
+    with pytest.raises(ValueError, match=r"tensor 0 is not a float32\[2, 3\] tensor"):
         program.replay_torch((t, b), None, None, [], 1, [])
 
 
 @pytest.mark.parametrize("bad, why", [
     (torch.zeros(2, 4), "another shape"),
     (torch.zeros(2, 3, dtype=torch.float64), "another dtype"),
-    (torch.zeros(4, 6)[::2, ::2], "a strided slice"),
-    (torch.zeros(3).expand(2, 3), "an expanded tensor"),
+    (torch.zeros(4, 8)[::2, ::2], "a strided slice of another shape"),
+    (torch.zeros(2).expand(3, 2), "an expanded tensor of another shape"),
     ("not a tensor", "not a tensor"),
 ])
 def test_replay_torch_refuses_a_tensor_unlike_the_programs_input(bad, why):
     program = _program()
     good = torch.ones(2, 3)
-    with pytest.raises(ValueError, match="tensor 1 is not a dense float32"):
+    with pytest.raises(ValueError, match=r"tensor 1 is not a float32\[2, 3\] tensor"):
         program.replay_torch((good, bad), None, None, [], 1, [])
     # Nothing was run or left half done: the program still replays.
     (out,), _ = program.replay_torch((good, good), None, None, [], 1, [])
