@@ -68,6 +68,7 @@ class Planner {
   Out buffer_base(Out o) const;
   void materialize(const Node* n, const std::string& why);
   void need_dense(Out o, const Node* user);
+  bool calls_math(const Node* n) const;
   Out reshaped_value(Out o) const;
   void materialize_reshaped(Out o, const std::string& why);
   bool folds_transposes(const Node* mm) const;

@@ -295,6 +295,27 @@ TEST_F(CpuCompilerFusion, AProductTransposedBackIsTheProductWithoutACopy) {
       << lower::describe_plan(p);
 }
 
+// Rule 7: math (a libm call) that a batched product reads transposed is computed in order, then
+// copied transposed: the kernel writing it transposed could not vectorize exp (attention's
+// backward recomputing a causal softmax, 7x slower). Cheap arithmetic stays fused into the copy.
+TEST_F(CpuCompilerFusion, MathABatchedProductReadsTransposedIsComputedInOrderThenMoved) {
+  for (bool math : {true, false}) {
+    SCOPED_TRACE(math ? "exp" : "arithmetic");
+    auto program = [math] {
+      Tensor s = tensor<float>(ramp(2 * 3 * 8 * 8, 0.01f, -1.0f), {2, 3, 8, 8});
+      Tensor g = tensor<float>(ramp(2 * 3 * 8 * 5, 0.02f), {2, 3, 8, 5});
+      Tensor p = math ? lz::exp(s * 0.5f - 1.0f) : s * 0.5f - 1.0f;
+      return std::vector<Tensor>{matmul(permute(p, {0, 1, 3, 2}), g)};
+    };
+    expect_agree(program, 1e-5, "transposed math");
+    const lower::Plan p = plan_of(program());
+    const std::string plan = lower::describe_plan(p);
+    // exp in order, its transposed copy, the product; or the arithmetic fused into the copy.
+    EXPECT_EQ(p.steps.size(), math ? 3u : 2u) << plan;
+    EXPECT_EQ(plan.find("its math runs in order") != std::string::npos, math) << plan;
+  }
+}
+
 TEST_F(CpuCompilerFusion, PermutedMatmulOperandsOfEveryKindAgree) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(96 * 40, 0.01f), {96, 40});
