@@ -9,47 +9,6 @@
 
 namespace lzdev {
 
-std::optional<lz::DType> lazuli_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool:
-      return lz::DType::Bool;
-    case c10::ScalarType::Int:
-      return lz::DType::Int32;
-    case c10::ScalarType::Long:
-      return lz::DType::Int64;
-    case c10::ScalarType::Float:
-      return lz::DType::Float32;
-    case c10::ScalarType::Double:
-      return lz::DType::Float64;
-    case c10::ScalarType::Half:
-      return lz::DType::Float16;
-    case c10::ScalarType::BFloat16:
-      return lz::DType::BFloat16;
-    default:
-      return std::nullopt;
-  }
-}
-
-c10::ScalarType torch_dtype(lz::DType t) {
-  switch (t) {
-    case lz::DType::Bool:
-      return c10::ScalarType::Bool;
-    case lz::DType::Int32:
-      return c10::ScalarType::Int;
-    case lz::DType::Int64:
-      return c10::ScalarType::Long;
-    case lz::DType::Float32:
-      return c10::ScalarType::Float;
-    case lz::DType::Float64:
-      return c10::ScalarType::Double;
-    case lz::DType::Float16:
-      return c10::ScalarType::Half;
-    case lz::DType::BFloat16:
-      return c10::ScalarType::BFloat16;
-  }
-  return c10::ScalarType::Undefined;
-}
-
 namespace {
 
 // The storage that stands for the data of `value`'s base (the tensor its views read and write

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "lazuli/tensor.h"
+#include "torch_dtype.h"
 
 namespace lzdev {
 
@@ -70,7 +71,7 @@ inline bool is_fake(const at::Tensor& t) { return t.defined() && t.is_meta(); }
 bool has_fake_tensor(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
 // Dtypes both ways; nullopt for a torch dtype Lazuli lacks.
-std::optional<lz::DType> lazuli_dtype(c10::ScalarType t);
-c10::ScalarType torch_dtype(lz::DType t);
+using lztorch::lazuli_dtype;  // torch_dtype.h (python/glue/), shared with the glue
+using lztorch::torch_dtype;
 
 }  // namespace lzdev

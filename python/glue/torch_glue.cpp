@@ -10,50 +10,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "lazuli/dtype.h"
+#include "torch_dtype.h"
 
 namespace {
-
-int lazuli_dtype_of(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool:
-      return static_cast<int>(lz::DType::Bool);
-    case c10::ScalarType::Int:
-      return static_cast<int>(lz::DType::Int32);
-    case c10::ScalarType::Long:
-      return static_cast<int>(lz::DType::Int64);
-    case c10::ScalarType::Float:
-      return static_cast<int>(lz::DType::Float32);
-    case c10::ScalarType::Double:
-      return static_cast<int>(lz::DType::Float64);
-    case c10::ScalarType::Half:
-      return static_cast<int>(lz::DType::Float16);
-    case c10::ScalarType::BFloat16:
-      return static_cast<int>(lz::DType::BFloat16);
-    default:
-      return -1;
-  }
-}
-
-std::optional<c10::ScalarType> torch_dtype_of(int code) {
-  switch (static_cast<lz::DType>(code)) {
-    case lz::DType::Bool:
-      return c10::ScalarType::Bool;
-    case lz::DType::Int32:
-      return c10::ScalarType::Int;
-    case lz::DType::Int64:
-      return c10::ScalarType::Long;
-    case lz::DType::Float32:
-      return c10::ScalarType::Float;
-    case lz::DType::Float64:
-      return c10::ScalarType::Double;
-    case lz::DType::Float16:
-      return c10::ScalarType::Half;
-    case lz::DType::BFloat16:
-      return c10::ScalarType::BFloat16;
-  }
-  return std::nullopt;
-}
 
 int tensor_facts(PyObject* o, LazuliTensorFacts* out) {
   if (!THPVariable_Check(o)) return 0;
@@ -68,7 +27,8 @@ int tensor_facts(PyObject* o, LazuliTensorFacts* out) {
     out->ndim = n;
     std::copy(t.sizes().begin(), t.sizes().end(), out->sizes);
     out->scalar_type = static_cast<int>(t.scalar_type());
-    out->lazuli_dtype = lazuli_dtype_of(t.scalar_type());
+    const std::optional<lz::DType> dtype = lztorch::lazuli_dtype(t.scalar_type());
+    out->lazuli_dtype = dtype ? static_cast<int>(*dtype) : -1;
     if (t.is_contiguous()) {
       out->layout = LAZULI_LAYOUT_CONTIGUOUS;
       return 1;
@@ -95,8 +55,8 @@ int tensor_facts(PyObject* o, LazuliTensorFacts* out) {
 
 PyObject* tensor_over(void* data, int dtype, int64_t ndim, const int64_t* sizes,
                       void (*release)(void*), void* ctx) {
-  std::optional<c10::ScalarType> st = torch_dtype_of(dtype);
-  if (!st) {
+  const c10::ScalarType st = lztorch::torch_dtype(static_cast<lz::DType>(dtype));
+  if (st == c10::ScalarType::Undefined) {
     release(ctx);
     PyErr_Format(PyExc_ValueError, "lazuli: no torch dtype for lazuli dtype code %d", dtype);
     return nullptr;
@@ -105,7 +65,7 @@ PyObject* tensor_over(void* data, int dtype, int64_t ndim, const int64_t* sizes,
     // The storage's deleter releases ctx: from here on torch owns it, also if this throws.
     at::Tensor t = at::from_blob(
         data, at::IntArrayRef(sizes, static_cast<size_t>(ndim)),
-        [release, ctx](void*) { release(ctx); }, at::TensorOptions().dtype(*st).device(c10::kCPU));
+        [release, ctx](void*) { release(ctx); }, at::TensorOptions().dtype(st).device(c10::kCPU));
     return THPVariable_Wrap(std::move(t));
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
