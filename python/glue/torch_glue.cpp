@@ -62,7 +62,8 @@ PyObject* tensor_over(void* data, int dtype, int64_t ndim, const int64_t* sizes,
     return nullptr;
   }
   try {
-    // The storage's deleter releases ctx: from here on torch owns it, also if this throws.
+    // The storage's deleter releases ctx once from_blob has made it. from_blob's only check
+    // before that, of negative sizes, cannot fail for a Lazuli shape.
     at::Tensor t = at::from_blob(
         data, at::IntArrayRef(sizes, static_cast<size_t>(ndim)),
         [release, ctx](void*) { release(ctx); }, at::TensorOptions().dtype(st).device(c10::kCPU));

@@ -187,12 +187,26 @@ void Planner::need_dense(Out o, const Node* user) {
   // across their rows, which the vectorizer leaves scalar, so each exp or tanh is one libm call
   // (a causal softmax recomputed for attention's backward, exp(s - lse) read transposed by
   // the batched product: 23 us for 4096 values, 3.5 in order). The math is computed in order
-  // first, and the transpose is a copy of it.
+  // first, and the transpose is a copy of it. The chain of permutes is composed (one that
+  // composes to the identity reads in order), and a broadcast in between is left to rule 4.
   if (o.node->op == OpKind::Permute && !mat_[idx(o.node)]) {
-    const std::vector<int64_t>& perm = o.node->attr<ir::PermuteAttrs>().perm;
-    const Out x = op0(o.node);
-    if (!perm.empty() && perm.back() != static_cast<int64_t>(perm.size()) - 1 && !buffer_base(x) &&
-        calls_math(reshaped_value(x).node)) {
+    std::vector<int64_t> total(o.shape().size());
+    for (size_t d = 0; d < total.size(); ++d) total[d] = static_cast<int64_t>(d);
+    Out x = o;
+    while (x.node->op == OpKind::Permute && !mat_[idx(x.node)] && !buffer_base(x)) {
+      for (int64_t& t : total) t = x.node->attr<ir::PermuteAttrs>().perm[static_cast<size_t>(t)];
+      x = op0(x.node);
+    }
+    // The innermost dim that loops (size above 1), of the moved value and of what it moves.
+    auto last_looping = [](const Shape& s) {
+      int64_t d = static_cast<int64_t>(s.size()) - 1;
+      while (d >= 0 && s[static_cast<size_t>(d)] == 1) --d;
+      return d;
+    };
+    const int64_t out_last = last_looping(o.shape());
+    const Out base = reshaped_value(x);
+    if (out_last >= 0 && total[static_cast<size_t>(out_last)] != last_looping(x.shape()) &&
+        !mat_[idx(base.node)] && kind_of(base.node) == Kind::Fusible && calls_math(base.node)) {
       materialize_reshaped(x, "its math runs in order before " + label(o.node) +
                                   " moves its innermost dim (rule 7)");
     }

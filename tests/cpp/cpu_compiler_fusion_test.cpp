@@ -316,6 +316,36 @@ TEST_F(CpuCompilerFusion, MathABatchedProductReadsTransposedIsComputedInOrderThe
   }
 }
 
+// Not where the read is in order after all: permutes composing to the identity, a permute
+// moving only a size-1 dim, or a broadcast of the math between (rule 4 recomputes it).
+TEST_F(CpuCompilerFusion, MathReadInOrderThroughPermutesStaysInOneKernel) {
+  auto g = [] { return tensor<float>(ramp(2 * 8 * 5, 0.02f), {2, 8, 5}); };
+  auto e = [] { return lz::exp(tensor<float>(ramp(2 * 8 * 8, 0.01f, -1.0f), {2, 8, 8}) * 0.5f); };
+  std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> cases = {
+      {"transposed back",
+       [&] {
+         return std::vector<Tensor>{matmul(permute(permute(e(), {0, 2, 1}), {0, 2, 1}), g())};
+       }},
+      {"a size-1 dim moved",
+       [&] {
+         Tensor v = lz::exp(tensor<float>(ramp(2 * 8, 0.01f), {2, 8, 1}));
+         return std::vector<Tensor>{
+             matmul(permute(v, {0, 2, 1}), tensor<float>(ramp(2 * 8 * 3, 0.1f), {2, 8, 3}))};
+       }},
+      {"broadcast between",
+       [&] {
+         Tensor v = lz::exp(tensor<float>(ramp(2 * 8, 0.01f), {2, 1, 8}));
+         return std::vector<Tensor>{matmul(permute(expand(v, {2, 8, 8}), {0, 2, 1}), g())};
+       }},
+  };
+  for (auto& [name, program] : cases) {
+    SCOPED_TRACE(name);
+    expect_agree(program, 1e-5, name.c_str());
+    const std::string plan = lower::describe_plan(plan_of(program()));
+    EXPECT_EQ(plan.find("its math runs in order"), std::string::npos) << plan;
+  }
+}
+
 TEST_F(CpuCompilerFusion, PermutedMatmulOperandsOfEveryKindAgree) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(96 * 40, 0.01f), {96, 40});

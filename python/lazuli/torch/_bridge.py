@@ -390,6 +390,9 @@ class LazuliPartition(torch.nn.Module):
             traced = self._trace(args)
             if traced is None:
                 return self._run_eager(args)
+            # Arguments only Python could key (a tensor of over 16 dims, an object of another
+            # type) are only read through Python.
+            traced.in_cpp = traced.in_cpp and isinstance(key, bytes)
             self.traced[key] = traced
         else:
             _count("TorchReplay")

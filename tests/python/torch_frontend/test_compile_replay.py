@@ -211,3 +211,19 @@ def test_the_signature_tells_dtypes_sizes_layouts_and_scalars_apart():
     # Anything else is left to the bridge's tuple key.
     assert sig((base, "a string")) is None
     assert sig((base, 2 ** 70)) is None
+
+
+def test_an_argument_only_python_can_key_replays_through_python():
+    """A tensor of more dims than the glue reads (16): the signature is Python's tuple, and the
+    replay takes the Python route instead of refusing the call."""
+    torch._dynamo.reset()
+
+    def f(a):
+        return a * 2 + 1
+
+    compiled = torch.compile(f, backend=lzt.backend)
+    a = torch.randn([2] * 17)
+    compiled(a)
+    out, seen = _traced(compiled, a)
+    torch.testing.assert_close(out, f(a))
+    assert seen and not any(t.in_cpp for t in seen)
