@@ -12,6 +12,12 @@
 
 namespace lz::lower {
 
+namespace {
+// An elementwise kernel's innermost loop dim shorter than this, under one at least 4x longer,
+// loops outside it (finish_kernel).
+constexpr int64_t kTinyInnerDim = 8;
+}  // namespace
+
 using ir::Node;
 using ir::OpKind;
 
@@ -213,6 +219,17 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
       sizes.push_back(space[d]);
       red.push_back(reduced[d]);
       for (int x = 0; x < nops; ++x) st[x].push_back(arg(x)[1 + d]);
+    }
+  }
+  // A tiny innermost dim under a longer one (the (real, imaginary) pair of a complex value held
+  // as [..., 2], a broadcast over it): the longer one loops innermost instead, so the loop's
+  // per-iteration work is spread over more points. A [2, 32, 64, 2] broadcast multiply took
+  // 20 us, 2.4 ns a value, with its pair innermost.
+  if (scheme == Scheme::Elementwise && sizes.size() >= 2) {
+    const size_t n = sizes.size();
+    if (sizes[n - 1] < kTinyInnerDim && sizes[n - 2] >= 4 * sizes[n - 1]) {
+      std::swap(sizes[n - 1], sizes[n - 2]);
+      for (int x = 0; x < nops; ++x) std::swap(st[x][n - 1], st[x][n - 2]);
     }
   }
   if (scheme == Scheme::RowFused) {

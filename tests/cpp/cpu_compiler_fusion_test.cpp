@@ -346,6 +346,35 @@ TEST_F(CpuCompilerFusion, MathReadInOrderThroughPermutesStaysInOneKernel) {
   }
 }
 
+// An elementwise kernel whose innermost dim is tiny under a longer one (a complex value's
+// (real, imaginary) pair as [..., 2], broadcast over that pair) loops the longer dim innermost:
+// with the pair innermost, a [2, 32, 64, 2] kernel took 20 us, 2.4 ns a value.
+TEST_F(CpuCompilerFusion, ATinyInnermostDimLoopsOutsideALongerOne) {
+  // The output; its operand is the same with a last dim of 1, broadcast over the last dim.
+  const Shape cases[] = {{2, 32, 64, 2}, {3, 40, 3}, {50, 7}, {2, 5, 2}, {40, 8}, {3, 2}};
+  for (const Shape& big : cases) {
+    SCOPED_TRACE(shape_str(big));
+    Shape small = big;
+    small.back() = 1;
+    auto program = [&] {
+      Tensor x = tensor<float>(ramp(numel(small), 0.01f, -0.3f), small);
+      Tensor pair = lz::arange(0, big.back(), 1, DType::Float32);
+      return std::vector<Tensor>{x * pair + 1.0f, where(pair == 0.0f, x, zeros({1}))};
+    };
+    expect_agree(program, 1e-6, "tiny inner dim");
+    const lower::Plan p = plan_of(program());
+    ASSERT_FALSE(p.steps.empty());
+    const lower::PlanStep& step = p.steps[0];
+    const int rank = p.kernels[static_cast<size_t>(step.kernel)].spec.rank;
+    ASSERT_GE(rank, 1);
+    // The leading dims collapse into one loop; it goes inside a tiny last dim 4x shorter.
+    const int64_t inner = step.args[static_cast<size_t>(rank - 1)];
+    const int64_t lead = numel(big) / big.back();
+    const bool swapped = big.back() < 8 && lead >= 4 * big.back();
+    EXPECT_EQ(inner, swapped ? lead : big.back()) << lower::describe_plan(p);
+  }
+}
+
 TEST_F(CpuCompilerFusion, PermutedMatmulOperandsOfEveryKindAgree) {
   auto program = [] {
     Tensor x = tensor<float>(ramp(96 * 40, 0.01f), {96, 40});
