@@ -5,50 +5,31 @@
 #include <c10/core/ScalarType.h>
 
 #include <optional>
+#include <utility>
 
 #include "lazuli/dtype.h"
 
 namespace lztorch {
 
+inline constexpr std::pair<c10::ScalarType, lz::DType> kSharedDtypes[] = {
+    {c10::ScalarType::Bool, lz::DType::Bool},         {c10::ScalarType::Int, lz::DType::Int32},
+    {c10::ScalarType::Long, lz::DType::Int64},        {c10::ScalarType::Float, lz::DType::Float32},
+    {c10::ScalarType::Double, lz::DType::Float64},    {c10::ScalarType::Half, lz::DType::Float16},
+    {c10::ScalarType::BFloat16, lz::DType::BFloat16},
+};
+
 // Lazuli's dtype for a torch dtype; none for those Lazuli does not have (complex, uint8, ...).
 inline std::optional<lz::DType> lazuli_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Bool:
-      return lz::DType::Bool;
-    case c10::ScalarType::Int:
-      return lz::DType::Int32;
-    case c10::ScalarType::Long:
-      return lz::DType::Int64;
-    case c10::ScalarType::Float:
-      return lz::DType::Float32;
-    case c10::ScalarType::Double:
-      return lz::DType::Float64;
-    case c10::ScalarType::Half:
-      return lz::DType::Float16;
-    case c10::ScalarType::BFloat16:
-      return lz::DType::BFloat16;
-    default:
-      return std::nullopt;
+  for (const auto& [torch_type, lazuli_type] : kSharedDtypes) {
+    if (torch_type == t) return lazuli_type;
   }
+  return std::nullopt;
 }
 
 // torch's dtype for a Lazuli dtype (Undefined for a value outside the enum).
 inline c10::ScalarType torch_dtype(lz::DType t) {
-  switch (t) {
-    case lz::DType::Bool:
-      return c10::ScalarType::Bool;
-    case lz::DType::Int32:
-      return c10::ScalarType::Int;
-    case lz::DType::Int64:
-      return c10::ScalarType::Long;
-    case lz::DType::Float32:
-      return c10::ScalarType::Float;
-    case lz::DType::Float64:
-      return c10::ScalarType::Double;
-    case lz::DType::Float16:
-      return c10::ScalarType::Half;
-    case lz::DType::BFloat16:
-      return c10::ScalarType::BFloat16;
+  for (const auto& [torch_type, lazuli_type] : kSharedDtypes) {
+    if (lazuli_type == t) return torch_type;
   }
   return c10::ScalarType::Undefined;
 }

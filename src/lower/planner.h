@@ -66,6 +66,7 @@ class Planner {
   enum class Kind : uint8_t { Param, Fusible, View, Reduce, Scatter, Parts, Opaque };
   Kind kind_of(const Node* n) const;
   Out buffer_base(Out o) const;
+  Out under_permutes(Out o, std::vector<int64_t>* total) const;
   void materialize(const Node* n, const std::string& why);
   void need_dense(Out o, const Node* user);
   bool calls_math(const Node* n) const;

@@ -355,8 +355,8 @@ class _Traced:
                          if self.layouts[i] is not None]
         self.n_run = n_run        # program outputs 0..n_run-1 are ("run", k) outputs
         self.bf16 = bf16          # which of them are bfloat16
-        # Replayed in one C++ call (replay_torch) where the torch glue is loaded.
-        self.in_cpp = _GLUE
+        # Replayed in one C++ call (replay_torch): set by forward, where the glue keyed the call.
+        self.in_cpp = False
         # The outputs are a flat tuple or list (as aot_autograd's graphs return them): made
         # without tree_unflatten; and where every one is the program's, in order, as they come.
         self.flat_seq = (spec.type in (tuple, list) and spec.num_children == len(outputs)
@@ -392,7 +392,7 @@ class LazuliPartition(torch.nn.Module):
                 return self._run_eager(args)
             # Arguments only Python could key (a tensor of over 16 dims, an object of another
             # type) are only read through Python.
-            traced.in_cpp = traced.in_cpp and isinstance(key, bytes)
+            traced.in_cpp = _GLUE and isinstance(key, bytes)
             self.traced[key] = traced
         else:
             _count("TorchReplay")
@@ -517,18 +517,11 @@ class LazuliPartition(torch.nn.Module):
             # program, makes a torch tensor over each output's buffer and checks the in-place
             # writes. The signature that chose `traced` vouches for the arguments, and
             # replay_torch checks each one's dtype and dense shape again.
-            lent = self.lent_ids
-            ids = [] if lent is None else [
-                lent.id_for(args[i]) if isinstance(args[i], torch.nn.Parameter) else 0
-                for i in (range(len(args)) if traced.tensor_args is None else traced.tensor_args)
-            ] + ([0] if traced.keyed else [])
             torched, copies = traced.program.replay_torch(
-                args, traced.tensor_args, fresh_key() if traced.keyed else None, ids,
-                traced.n_run, traced.writebacks)
-            for i, result in copies:  # a donation the program declined: copied back
-                with torch.no_grad():
-                    _shared(args[i], traced.layouts[i]).copy_(to_torch(result))
-                _count("TorchWriteBackCopy")
+                args, traced.tensor_args, fresh_key() if traced.keyed else None,
+                self._content_ids(traced, args), traced.n_run, traced.writebacks)
+            for i, result in copies:  # a donation the program declined
+                self._copy_back(traced, args, i, result)
             if traced.only_run:
                 return tuple(torched) if traced.spec.type is tuple else torched
         elif traced.program is not None:
@@ -564,14 +557,9 @@ class LazuliPartition(torch.nn.Module):
             else:
                 inputs[j] = inputs[j].contiguous()
                 _C._bump_counter("TorchInputCopy", 1)
-        lent = self.lent_ids
-        ids = [] if lent is None else [
-            lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0 for a in tensors]
         if traced.keyed:
             inputs.append(fresh_key())
-            if ids:
-                ids.append(0)
-        results = traced.program.run_over(inputs, ids)
+        results = traced.program.run_over(inputs, self._content_ids(traced, args))
         del inputs
         # One wait for the program, then a view of each output's buffer; a bfloat16 output
         # leaves as a uint16 view of its bits, viewed back as bfloat16.
@@ -583,12 +571,27 @@ class LazuliPartition(torch.nn.Module):
             # Donated: the program wrote the new value into args[i] itself (this waits for it).
             # An input that crossed as a contiguous copy, or a declined donation, is copied back.
             if _C._buffer_address(results[k]) != args[i].data_ptr():
-                with torch.no_grad():
-                    _shared(args[i], traced.layouts[i]).copy_(to_torch(results[k]))
-                _count("TorchWriteBackCopy")
+                self._copy_back(traced, args, i, results[k])
             else:
                 _count("TorchWriteBackInPlace")
         return torched
+
+    def _content_ids(self, traced: _Traced, args):
+        """Per program input, the id lent with its memory (LentIds: parameters, where the
+        partition keeps weight layouts), 0 for the random key; [] when nothing is lent."""
+        lent = self.lent_ids
+        if lent is None:
+            return []
+        tensors = args if traced.tensor_args is None else [args[i] for i in traced.tensor_args]
+        return ([lent.id_for(a) if isinstance(a, torch.nn.Parameter) else 0 for a in tensors]
+                + ([0] if traced.keyed else []))
+
+    @staticmethod
+    def _copy_back(traced: _Traced, args, i, result):
+        """Argument i's new value, computed into other memory than its own, copied into it."""
+        with torch.no_grad():
+            _shared(args[i], traced.layouts[i]).copy_(to_torch(result))
+        _count("TorchWriteBackCopy")
 
     def _refuse(self, error):
         node = _failing_node(error)
