@@ -1,12 +1,14 @@
 """What a new size costs under torch.compile(..., dynamic=True): Lazuli against inductor.
 
 dynamo hands both backends one FX graph whose dynamic dims are SymInts. Inductor compiles it once
-into size-generic code; Lazuli keys a partition's programs by the sizes' values, so each new size
-is one trace (the FX graph interpreted through the ATen table, which records the Lazuli graph)
-and one plan (hash, cache lookup and the executor's plan; the cpu kernels take sizes as arguments,
-so no kernel compiles). This prints, per model and size, the first call at that size and its
-parts: Lazuli's trace (time in `_aten.interpret`) and plan (the rest of the partition's trace
-step: `program.compile`), the counters that moved, and the steady per-call time of eager,
+into size-generic code. Lazuli traces each partition's FX graph once, at its first size,
+converting it to the ATen table's C++ form (src/aten/graph.h), whose sizes are values; each new
+size is then one record of that form in C++ (the Lazuli graph for that size, with no Python per
+node: `TorchRecord`) and one plan (hash, cache lookup and the executor's plan; the cpu kernels
+take sizes as arguments, so no kernel compiles). This prints, per model and size, the first call
+at that size and its parts: Lazuli's record (time in `_aten.interpret`: at the first size the
+conversion and a checked record, later the record alone) and plan (the rest of the partition's
+trace step: `program.compile`), the counters that moved, and the steady per-call time of eager,
 inductor and Lazuli at that size.
 
 Models: a tiny BertForMaskedLM (bench/model_sweep.py's config) over sequence lengths, inference,
@@ -38,7 +40,7 @@ from dynamic_sizes import RESULT, BERT_LENGTHS, MLP_BATCHES
 backend, calls = os.environ["BENCH_BACKEND"], int(os.environ["BENCH_CALLS"])
 torch.manual_seed(0)
 
-timers = {"trace": 0.0, "trace_step": 0.0}
+timers = {"record": 0.0, "trace_step": 0.0}
 if backend == "lazuli":
     import lazuli as lz, lazuli.torch as lzt
     from lazuli.torch import _aten, _bridge
@@ -50,9 +52,10 @@ if backend == "lazuli":
             finally:
                 timers[name] += time.perf_counter() - t
         return run
-    _aten.interpret = timed("trace", _aten.interpret)
+    _aten.interpret = timed("record", _aten.interpret)
     _bridge.LazuliPartition._trace = timed("trace_step", _bridge.LazuliPartition._trace)
-    MARKS = ("TorchGraphCompiled", "TorchTrace", "UncachedCompile", "KernelCompile")
+    MARKS = ("TorchGraphCompiled", "TorchTrace", "TorchRecord", "TorchGraphInPython",
+             "UncachedCompile", "KernelCompile")
     marks = lambda: {k: lz.debug.counter_value(k) for k in MARKS}
     compile_ = lambda f: torch.compile(f, backend=lzt.backend, dynamic=True)
 else:
@@ -72,8 +75,8 @@ def measure(call, sizes, make):
         for _ in range(calls):
             t = time.perf_counter(); call(*args); times.append(time.perf_counter() - t)
         rows.append({"size": n, "first_ms": 1e3 * first, "steady_ms": 1e3 * statistics.median(times),
-                     "trace_ms": 1e3 * timers["trace"],
-                     "plan_ms": 1e3 * (timers["trace_step"] - timers["trace"]),
+                     "record_ms": 1e3 * timers["record"],
+                     "plan_ms": 1e3 * (timers["trace_step"] - timers["record"]),
                      "moved": {k: after[k] - before[k] for k in after if after[k] != before[k]}})
     return rows
 
@@ -127,13 +130,13 @@ def main():
     res = {b: run(b, a.calls) for b in ("eager", "inductor", "lazuli")}
     for model, what in (("bert", "sequence length"), ("mlp_train", "batch")):
         print(f"\n{model} ({what}), ms:\n")
-        print("| size | inductor first | inductor recompiled | lazuli first | trace | plan "
+        print("| size | inductor first | inductor recompiled | lazuli first | record | plan "
               "| lazuli counters | eager | inductor | lazuli |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for e, i, z in zip(res["eager"][model], res["inductor"][model], res["lazuli"][model]):
             moved = ", ".join(f"{k} +{v}" for k, v in z["moved"].items()) or "none"
             print(f"| {z['size']} | {i['first_ms']:.1f} | {'yes' if i['moved'] else 'no'} "
-                  f"| {z['first_ms']:.1f} | {z['trace_ms']:.1f} | {z['plan_ms']:.1f} | {moved} "
+                  f"| {z['first_ms']:.1f} | {z['record_ms']:.1f} | {z['plan_ms']:.1f} | {moved} "
                   f"| {e['steady_ms']:.3f} | {i['steady_ms']:.3f} | {z['steady_ms']:.3f} |")
     if a.json:
         with open(a.json, "w") as f:

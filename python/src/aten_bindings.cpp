@@ -5,6 +5,7 @@
 // Python -> Arg: None, bool, int, float, str, lz.Tensor, lz dtype, TensorMeta (a tensor known by
 // its type), Foreign (a device, layout, memory format or a dtype Lazuli lacks), and lists or
 // tuples of those. Arg -> Python: a result is a Tensor, a number, None, or a tuple of those.
+#include "aten/graph.h"
 #include "aten/table.h"
 #include "bindings.h"
 
@@ -21,6 +22,11 @@ struct Foreign {
 // A complex value between two entries (Arg::complex): its (real, imaginary) pairs.
 struct Complex {
   lz::Tensor pairs;
+};
+
+// A reference to a value of an ATen graph inside a step's arguments (Graph::ref).
+struct Ref {
+  int index;
 };
 
 Arg::Kind foreign_kind(const std::string& kind) {
@@ -86,6 +92,35 @@ py::object to_python(const Arg& a) {
   }
 }
 
+// A step's argument: Ref, a list or tuple (of templates), or any value to_arg takes.
+lz::aten::Graph::Template to_template(py::handle h) {
+  using lz::aten::Graph;
+  if (py::isinstance<Ref>(h)) return Graph::ref(h.cast<const Ref&>().index);
+  if (PyList_Check(h.ptr()) || PyTuple_Check(h.ptr())) {
+    std::vector<Graph::Template> items;
+    items.reserve(py::len(h));
+    for (py::handle item : h) items.push_back(to_template(item));
+    return Graph::list(std::move(items));
+  }
+  return Graph::value(to_arg(h));
+}
+
+std::vector<lz::aten::Graph::Template> to_templates(const py::sequence& args) {
+  std::vector<lz::aten::Graph::Template> out;
+  out.reserve(args.size());
+  for (py::handle h : args) out.push_back(to_template(h));
+  return out;
+}
+
+std::optional<std::vector<std::optional<lz::DType>>> to_result_dtypes(const py::object& dtypes) {
+  if (dtypes.is_none()) return std::nullopt;
+  std::vector<std::optional<lz::DType>> out;
+  for (py::handle h : dtypes) {
+    out.push_back(h.is_none() ? std::nullopt : std::optional<lz::DType>(h.cast<lz::DType>()));
+  }
+  return out;
+}
+
 std::vector<py::object> dtype_list(const lz::aten::DTypeSet& set) {
   std::vector<py::object> out;
   for (lz::DType t : set.list()) out.push_back(py::cast(t));
@@ -97,18 +132,13 @@ py::object lower(const lz::aten::Entry& e, const py::sequence& args,
                  const py::object& result_dtypes, lz::aten::Call* call,
                  const std::string& user_op) {
   lz::aten::Args converted = to_args(args);
-  std::vector<std::optional<lz::DType>> dtypes;
-  if (!result_dtypes.is_none()) {
-    for (py::handle h : result_dtypes) {
-      dtypes.push_back(h.is_none() ? std::nullopt : std::optional<lz::DType>(h.cast<lz::DType>()));
-    }
-  }
+  std::optional<std::vector<std::optional<lz::DType>>> dtypes = to_result_dtypes(result_dtypes);
   lz::aten::Call device_rng;
   if (call == nullptr) call = &device_rng;
   bool outer = user_op.empty() ? false : lz::ir::enter_user_op(user_op);
   Arg out;
   try {
-    out = lz::aten::lower(e, converted, *call, result_dtypes.is_none() ? nullptr : &dtypes);
+    out = lz::aten::lower(e, converted, *call, dtypes ? &*dtypes : nullptr);
   } catch (...) {
     if (!user_op.empty()) lz::ir::exit_user_op(outer);
     throw;
@@ -197,6 +227,68 @@ void bind_aten(py::module_& m) {
            "run-time errors of the recorded ops report.")
       .def("__repr__",
            [](const lz::aten::Entry& e) { return "<ATen table entry " + e.name + ">"; });
+  py::class_<Ref>(a, "Ref")
+      .def(py::init([](int index) { return Ref{index}; }), py::arg("index"))
+      .def_property_readonly("index", [](const Ref& r) { return r.index; })
+      .def("__repr__", [](const Ref& r) { return "Ref(" + std::to_string(r.index) + ")"; })
+      .doc() = "Value `index` of an ATen graph, as an argument of a later step (Graph).";
+  using lz::aten::Graph;
+  py::class_<Graph>(a, "Graph",
+                    "An ATen graph in the table's neutral form (src/aten/graph.h): a front end's "
+                    "graph converted once, recorded on each new input signature in C++.")
+      .def(py::init<>())
+      .def("input", &Graph::input, "A new value: the next input of record(). Its index.")
+      .def(
+          "constant", [](Graph& g, const py::handle& v) { return g.constant(to_arg(v)); },
+          py::arg("value"), "A value every recording sees as it is. Its index.")
+      .def(
+          "call",
+          [](Graph& g, const lz::aten::Entry& e, const py::sequence& args,
+             const py::object& result_dtypes, const std::string& user_op) {
+            return g.call(e, to_templates(args), to_result_dtypes(result_dtypes), user_op);
+          },
+          py::arg("entry"), py::arg("args"), py::arg("result_dtypes") = py::none(),
+          py::arg("user_op") = "",
+          "`entry` applied to `args` (schema order; Ref for a value of the graph). Its index.")
+      .def(
+          "size_op",
+          [](Graph& g, const std::string& name, const py::sequence& args) {
+            return g.size_op(name, to_templates(args));
+          },
+          py::arg("name"), py::arg("args"),
+          "Python's operator `name` (\"mul\", \"floordiv\"...) on sizes. Its index.")
+      .def("item", &Graph::item, py::arg("of"), py::arg("index"),
+           "Item `index` of the list value `of`. Its index.")
+      .def(
+          "set_outputs",
+          [](Graph& g, const py::sequence& outputs) { g.set_outputs(to_templates(outputs)); },
+          py::arg("outputs"))
+      .def_static("is_size_op", &Graph::is_size_op, py::arg("name"))
+      .def_property_readonly("num_values", &Graph::num_values)
+      .def_property_readonly("num_inputs", &Graph::num_inputs)
+      .def(
+          "record",
+          [](const Graph& g, const py::sequence& inputs, lz::aten::Call* call, bool keep) {
+            lz::aten::Call device_rng;
+            lz::aten::Args values;
+            lz::aten::Args outs =
+                g.record(to_args(inputs), call ? *call : device_rng, keep ? &values : nullptr);
+            py::list out(outs.size());
+            for (size_t i = 0; i < outs.size(); ++i) out[i] = to_python(outs[i]);
+            if (!keep) return py::object(std::move(out));
+            py::list all(values.size());
+            for (size_t i = 0; i < values.size(); ++i) {
+              try {
+                all[i] = to_python(values[i]);
+              } catch (const py::type_error&) {  // a constant Python has no form for: unread
+                all[i] = py::none();
+              }
+            }
+            return py::object(py::make_tuple(out, all));
+          },
+          py::arg("inputs"), py::arg("call") = nullptr, py::arg("keep_values") = false,
+          "Records the graph on `inputs` and returns its outputs (a list); with keep_values, "
+          "(outputs, every value of the graph by index).");
   a.def("find", &lz::aten::find, py::arg("name"), py::return_value_policy::reference,
         "The entry for an overload (\"aten.add.Tensor\"), or None.");
   a.def("entries", &lz::aten::entries, py::return_value_policy::reference,

@@ -8,14 +8,17 @@ ATen FX graph by asking the table of each node:
 
 - ``why_not_lowered(node)``: None when the table lowers the node, else why not (the bridge
   partitions with it before tracing, so an unsupported node is known up front);
-- ``interpret(gm, *args)``: records the graph on Lazuli tensors, node by node through
-  ``lower()``, checking each result against the graph's metadata.
+- ``interpret(gm, *args)``: records the graph on Lazuli tensors, every node through the
+  table, checking each result against the graph's metadata. The graph is converted once to the
+  table's C++ form (``aten_graph``, src/aten/graph.h) and recorded there: a new input signature
+  (a new size under dynamic shapes) is a record in C++, with no Python per node.
 """
 from __future__ import annotations
 
 import functools
 import operator
 import re
+import weakref
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -406,14 +409,109 @@ def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.f
     return None
 
 
-def interpret(gm: "torch.fx.GraphModule", *args, call=None):
+class AtenGraph:
+    """A graph converted to the table's C++ form (src/aten/graph.h, `_C._aten.Graph`): `graph`;
+    `spec`, its output's structure; `calls`, (node, value index) of each call, whose results a
+    checked recording compares with the node's metadata."""
+    __slots__ = ("graph", "spec", "calls", "n_nodes", "__weakref__")
+
+    def __init__(self, graph, spec, calls, n_nodes):
+        self.graph, self.spec, self.calls, self.n_nodes = graph, spec, calls, n_nodes
+
+
+_CONVERTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def aten_graph(gm: "torch.fx.GraphModule") -> Optional[AtenGraph]:
+    """`gm` in the table's C++ form, converted on first use and kept with `gm`; None where a node
+    has none (a getitem of something else than a tuple, a value neutral() cannot convert): such a
+    graph is interpreted in Python."""
+    n_nodes = len(gm.graph.nodes)
+    got = _CONVERTED.get(gm, False)
+    if got is False or (got is not None and got.n_nodes != n_nodes):
+        try:
+            got = _convert(gm, n_nodes)
+        except (NotImplementedError, TypeError, ValueError, KeyError):
+            got = None
+        _CONVERTED[gm] = got
+    return got
+
+
+def _convert(gm, n_nodes) -> AtenGraph:
+    g = _A.Graph()
+    index: Dict[Any, int] = {}
+    calls = []
+
+    def arg(v):
+        if isinstance(v, torch.fx.Node):
+            return _A.Ref(index[v])
+        if isinstance(v, (list, tuple)):
+            return [arg(x) for x in v]
+        return neutral(v)
+
+    spec = None
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            index[node] = g.input()
+        elif node.op == "get_attr":
+            index[node] = g.constant(_constant(gm, node))
+        elif node.op == "call_function" and node.target is operator.getitem:
+            src, i = node.args
+            if not isinstance(src, torch.fx.Node) or not isinstance(i, int):
+                raise NotImplementedError(f"getitem of {type(src).__name__} by {type(i).__name__}")
+            index[node] = g.item(index[src], i)
+        elif node.op == "call_function" and node.target in SIZE_FUNCTIONS:
+            if node.kwargs:
+                raise NotImplementedError(f"{node.target.__name__} with keyword arguments")
+            index[node] = g.size_op(node.target.__name__, [arg(a) for a in node.args])
+        elif node.op == "call_function":
+            e = entry(node.target)
+            if e is None:
+                raise NotImplementedError(f"no lowering for {node.target}")
+            index[node] = g.call(e, [arg(a) for a in normalize(node.target, node.args, node.kwargs)],
+                                 _result_dtypes(node), user_op_name(node))
+            calls.append((node, index[node]))
+        elif node.op == "output":
+            flat, spec = torch.utils._pytree.tree_flatten(node.args[0])
+            g.set_outputs([arg(x) for x in flat])
+        else:
+            raise NotImplementedError(f"FX node kind {node.op}")
+    if spec is None:
+        raise NotImplementedError("a graph without an output")
+    return AtenGraph(g, spec, calls, n_nodes)
+
+
+def interpret(gm: "torch.fx.GraphModule", *args, call=None, check=True):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
-    output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Each
-    result is checked against the node's metadata (dtype, shape) where the graph has it
-    (LoweringMismatch otherwise). Tensor constants (get_attr) are copied in. An op that fails
-    when the program runs names its node (user_op_name). `call`: a _C._aten.Call whose key the
-    graph's random draws come from (else the device's RNG)."""
+    output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Tensor
+    constants (get_attr) are copied in. An op that fails when the program runs names its node
+    (user_op_name). `call`: a _C._aten.Call whose key the graph's random draws come from (else
+    the device's RNG).
+
+    The graph is converted once to the table's C++ form (aten_graph) and recorded there, with no
+    Python per node: a new input signature of a graph (a new size under dynamic shapes) costs a
+    record in C++, not a walk of the FX graph. `check`: compare each result with the node's
+    metadata (dtype, shape), LoweringMismatch otherwise; a failure then walks the graph in
+    Python, which names the first node that fails."""
+    converted = aten_graph(gm)
+    if converted is not None:
+        try:
+            if check:
+                outs, values = converted.graph.record(list(args), call, True)
+                for node, i in converted.calls:
+                    _check_result(node, values[i])
+            else:
+                outs = converted.graph.record(list(args), call)
+            return torch.utils._pytree.tree_unflatten(outs, converted.spec)
+        except Exception:  # noqa: BLE001  (the walk in Python raises it again, at its node)
+            pass
+    _C._bump_counter("TorchGraphInPython", 1)
+    return _interpret_in_python(gm, args, call)
+
+
+def _interpret_in_python(gm, args, call):
+    """interpret, node by node in Python, checking each result as it comes."""
     env = {}
     it = iter(args)
 

@@ -8,9 +8,13 @@ The pipeline, per FX graph dynamo hands over:
    anything is traced; CapabilityBasedPartitioner groups the others into partitions. Each
    partition becomes a `LazuliPartition`; the nodes left outside run in PyTorch eager between
    them, each run counted as `fallback::aten.<op>`.
-3. A partition's first call with a new input signature is its trace: `_table.interpret` records
-   its nodes on Lazuli tensors standing for the inputs (over the torch inputs' memory), the
+3. A partition's first call with a new input signature records its nodes on Lazuli tensors
+   standing for the inputs (over the torch inputs' memory) through `_table.interpret`, the
    recording is compiled without running (the warm-up route: `_C._WarmProgram`), and dropped.
+   The first signature is the partition's one trace: its FX graph is converted to the table's
+   C++ form (`_table.aten_graph`, src/aten/graph.h: sizes are values of it) and each result is
+   checked against the FX metadata. A later signature (a new size under dynamic shapes) is
+   recorded from that form in C++, with no Python per node (`TorchRecord`), and planned.
    Every call, the first included, then runs that program on the call's inputs: no node is
    recorded and no graph is hashed (the seed's "run the cached graph by hash").
    An output that is a chain of view ops over an input (a saved weight's `t()`) is returned as
@@ -377,6 +381,7 @@ class LazuliPartition(torch.nn.Module):
         # what it derives from them (blocked convolution weights) across calls.
         self.lent_ids = _LENT_IDS if keep_weight_layouts else None
         self.traced: Dict[Tuple, _Traced] = {}
+        self.views = _input_views(self.gm)  # per flat output, as _input_views says
         self.eager_reason: Optional[str] = None  # set when tracing failed: the partition runs in eager
 
     def forward(self, *args):
@@ -399,8 +404,12 @@ class LazuliPartition(torch.nn.Module):
         return self._run(traced, args)
 
     # The trace: record on stand-ins over the inputs' memory, compile without running, drop.
+    # The first signature walks the FX graph (converting it to the table's C++ form, and checking
+    # each result against its metadata); every later one (a new size under dynamic shapes, a new
+    # layout) is recorded from that C++ form, with no Python per node, and planned.
     def _trace(self, args) -> Optional[_Traced]:
-        _count("TorchTrace")
+        first = not self.traced
+        _count("TorchTrace" if first or _table.aten_graph(self.gm) is None else "TorchRecord")
         layouts = [layout_of(a) if isinstance(a, torch.Tensor) else None for a in args]
         # The program's inputs: device data over each tensor argument's memory (for a permuted
         # dense argument, its dense block); the graph sees them through the inverse permutation.
@@ -418,12 +427,12 @@ class LazuliPartition(torch.nn.Module):
         program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name, "torch-compile")
         try:
             out = _table.interpret(self.gm, *stand_ins,
-                                  call=_C._aten.Call(key) if keyed else None)
+                                   call=_C._aten.Call(key) if keyed else None, check=first)
             flat, spec = torch.utils._pytree.tree_flatten(out)
             del out
             # By Lazuli tensor id: the table hands back new Python objects over the same tensors.
             by_id = {stand_ins[i]._id: (i, j) for j, i in enumerate(arg_of_input)}
-            views = _input_views(self.gm)
+            views = self.views
             pending, outputs = [], []
             for p, o in enumerate(flat):
                 if isinstance(o, _C._aten.Complex):  # refused_complex keeps them inside
@@ -614,11 +623,12 @@ class LazuliPartition(torch.nn.Module):
 
 
 def _failing_node(error) -> Optional[torch.fx.Node]:
-    """The FX node _table.interpret was at when `error` was raised (its frame's `node`)."""
+    """The FX node the walk in Python was at when `error` was raised (its frame's `node`): a
+    recording in C++ that raises is walked again in Python, which raises at the node."""
     tb = error.__traceback__
     found = None
     while tb is not None:
-        if tb.tb_frame.f_code is _table.interpret.__code__:
+        if tb.tb_frame.f_code is _table._interpret_in_python.__code__:
             found = tb.tb_frame.f_locals.get("node")
         tb = tb.tb_next
     return found

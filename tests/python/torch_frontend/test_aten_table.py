@@ -2,6 +2,7 @@
 binding (lazuli.torch._aten): conditions decided from FX metadata before tracing, eager's type
 promotion and integer semantics, results checked against the graph's metadata, constants, the
 decomposition table, and the entries' flags against PyTorch's own schemas."""
+import operator
 import pathlib
 import re
 
@@ -96,8 +97,36 @@ def test_entry_giving_the_wrong_dtype_raises_lowering_mismatch(monkeypatch):
         return out.to(lz.float64) if target is aten.neg.default else out
 
     monkeypatch.setattr(lowering, "lower", wrong)
+    monkeypatch.setattr(lowering, "aten_graph", lambda gm: None)  # the walk in Python, which
     with pytest.raises(lowering.LoweringMismatch, match="aten.neg.default.*float64.*float32"):
+        lowering.interpret(gm, lz.zeros(3))                      # calls lower() per node
+
+
+def test_result_unlike_the_graphs_metadata_raises_lowering_mismatch_naming_the_first_node():
+    # Recorded in C++ (the graph's table form), checked against each node's metadata after.
+    gm = make_fx(lambda x: (-x).exp())(torch.randn(3))
+    neg = next(n for n in gm.graph.nodes if n.target is aten.neg.default)
+    neg.meta["val"] = neg.meta["val"].to(torch.float64)  # what a float64-giving entry would meet
+    assert lowering.aten_graph(gm) is not None
+    with pytest.raises(lowering.LoweringMismatch, match="aten.neg.default.*float32.*float64"):
         lowering.interpret(gm, lz.zeros(3))
+    assert lowering.interpret(gm, lz.zeros(3), check=False).numpy().tolist() == [1, 1, 1]
+
+
+def test_a_graph_is_converted_once_and_recorded_in_cpp_for_every_size():
+    def f(x):  # sym_size, then floordiv on it: the sizes are values of the graph
+        return (x.view(x.shape[0] // 2, -1) * 2).sum(1) + x.shape[0]
+
+    gm = make_fx(f, tracing_mode="symbolic")(torch.randn(4, 3))
+    assert {operator.floordiv, aten.sym_size.int} <= {n.target for n in gm.graph.nodes}
+    converted = lowering.aten_graph(gm)
+    assert converted is not None and lowering.aten_graph(gm) is converted
+    before = lz.debug.counter_value("TorchGraphInPython")
+    for rows in (4, 6, 10):
+        x = torch.arange(rows * 3, dtype=torch.float32).reshape(rows, 3)
+        out = lowering.interpret(gm, lz.from_numpy(x.numpy()))
+        np.testing.assert_array_equal(out.numpy(), f(x).numpy())
+    assert lz.debug.counter_value("TorchGraphInPython") == before  # never walked in Python
 
 
 def test_tensor_constant_in_the_graph_is_copied_in():

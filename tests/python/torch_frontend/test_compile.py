@@ -306,9 +306,11 @@ def test_batch_norm_statistics_keep_float32_precision_far_from_zero():
     torch.testing.assert_close(bn.running_var.double(), exact.running_var, rtol=1e-4, atol=0)
 
 def _replace_lowering(monkeypatch, target, fn):
-    """Records `fn(*args)` where the table would lower `target` (the bridge's one call into the
-    table, _aten.lower), for the length of a test."""
+    """Records `fn(*args)` where the table would lower `target`, for the length of a test: the
+    graphs are then walked in Python (no C++ form), whose one call into the table is
+    _aten.lower."""
     table_lower = _aten.lower
+    monkeypatch.setattr(_aten, "aten_graph", lambda gm: None)
 
     def lower(t, args, kwargs, result_dtypes=None, call=None, user_op=""):
         if t is not target:

@@ -1,8 +1,10 @@
 """torch.compile(..., dynamic=True): dynamo hands over one FX graph for every size
 of a dynamic dimension, with the sizes as SymInt inputs; the bridge keys each partition's calls by
 its inputs' shapes and the SymInts' values (as PyTorch/XLA's bridge keys its graphs by the SymInt
-arguments), so a new size is one trace and one plan, and its kernels are the ones compiled for the
-first size (the cpu backend's kernels are shape-generic)."""
+arguments). The first size traces the FX graph once, converting it to the table's C++ form
+(src/aten/graph.h), whose sizes are values; a new size is one record of that form in C++ and one
+plan, never a trace, and its kernels are the ones compiled for the first size (the cpu backend's
+kernels are shape-generic)."""
 import os
 import subprocess
 import sys
@@ -30,7 +32,9 @@ def test_symint_argument_keys_the_calls_a_repeated_value_replays():
     for n in (2, 3, 2, 5, 3):
         torch.testing.assert_close(compiled(x, n), f(x, n))
     assert counter("TorchGraphCompiled") == 1  # one FX graph for every n
-    assert counter("TorchTrace") == 3 and counter("TorchReplay") == 2  # per distinct value
+    # One trace; each new value is recorded from the partition's C++ form; a repeat replays.
+    assert counter("TorchTrace") == 1 and counter("TorchRecord") == 2
+    assert counter("TorchReplay") == 2 and counter("TorchGraphInPython") == 0
 
 
 # A child process, so that its kernel cache starts empty (LAZULI_CACHE_DIR is read once per
@@ -41,7 +45,8 @@ CHILD = textwrap.dedent("""
     import lazuli as lz, lazuli.torch as lzt
 
     counter = lz.debug.counter_value
-    MARKS = ("TorchGraphCompiled", "TorchTrace", "TorchReplay", "UncachedCompile", "KernelCompile")
+    MARKS = ("TorchGraphCompiled", "TorchTrace", "TorchRecord", "TorchReplay", "UncachedCompile",
+             "KernelCompile", "TorchGraphInPython")
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -106,10 +111,13 @@ def test_new_batch_size_under_dynamic_true_costs_a_plan_not_a_kernel_compile(chi
     for marks in later:
         assert marks["TorchGraphCompiled"] == 1  # dynamo's one graph serves every size
         assert marks["KernelCompile"] == first["KernelCompile"]  # no kernel compiled for 7 or 11
-    # One trace and one plan per new size; the repeated size replays.
-    assert [m["TorchTrace"] for m in child_marks["inference"]] == [1, 2, 3, 3]
+    # One trace, for the first size; a new size is one record of the partition's C++ form and
+    # one plan, never a trace; the repeated size replays.
+    assert [m["TorchTrace"] for m in child_marks["inference"]] == [1, 1, 1, 1]
+    assert [m["TorchRecord"] for m in child_marks["inference"]] == [0, 1, 2, 2]
     assert [m["UncachedCompile"] for m in child_marks["inference"]] == [1, 2, 3, 3]
     assert child_marks["inference"][-1]["TorchReplay"] == 1
+    assert child_marks["inference"][-1]["TorchGraphInPython"] == 0
 
 
 def test_training_step_under_dynamic_true_matches_eager_and_reuses_kernels(child_marks):
@@ -119,7 +127,11 @@ def test_training_step_under_dynamic_true_matches_eager_and_reuses_kernels(child
     assert first["KernelCompile"] > 0
     assert all(m["KernelCompile"] == first["KernelCompile"] for m in later), child_marks
     assert all(m["TorchGraphCompiled"] == first["TorchGraphCompiled"] for m in later), child_marks
-    assert later[-1]["TorchTrace"] == later[-2]["TorchTrace"]  # the repeated size only replays
+    # Sizes 9, 14, 9 trace nothing: each new one is a record and a plan per partition.
+    assert all(m["TorchTrace"] == first["TorchTrace"] for m in later), child_marks
+    assert later[1]["TorchRecord"] > first["TorchRecord"]
+    assert later[-1]["TorchRecord"] == later[-2]["TorchRecord"]  # the repeated size only replays
+    assert later[-1]["TorchGraphInPython"] == 0
     # Under dynamic=True the learning rate reaches the optimizer's graph as a 0-d float64 input,
     # cast by prims.convert_element_type: lowered, so the parameter updates stay in Lazuli.
     assert child_marks["fallbacks"] == []

@@ -26,7 +26,7 @@ CASES = harness.cases()
 FORWARD = [c for c in CASES if not c.backward]
 BACKWARD = [c for c in CASES if c.backward]
 _EXERCISED = set()
-_RAN = {"forward": 0}
+_RAN = {"forward": 0, "backward": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +63,7 @@ def test_forward(case):
 
 @pytest.mark.parametrize("case", BACKWARD, ids=[c.id for c in BACKWARD])
 def test_backward(case):
+    _RAN["backward"] += 1
     _run(case)
 
 
@@ -76,8 +77,8 @@ def test_forward_on_cpu_backend(case):
 
 
 def test_every_entry_is_exercised():
-    if _RAN["forward"] != len(FORWARD):
-        pytest.skip("needs the whole forward run")
+    if _RAN["forward"] != len(FORWARD) or _RAN["backward"] != len(BACKWARD):
+        pytest.skip("needs every forward and backward case in this process (not split by -n)")
     missing = sorted(e.name for e in _C._aten.entries()
                      if e.name not in _EXERCISED and e.name not in harness.NOT_IN_OPINFO)
     assert not missing, f"entries no OpInfo sample reached: {missing}"
