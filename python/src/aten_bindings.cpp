@@ -24,6 +24,10 @@ struct Complex {
   lz::Tensor pairs;
 };
 
+// Where this thread's last Graph.record failed (Graph::record's failed_at), for the front end to
+// name the node; -1 before any step.
+thread_local int last_failed_value = -1;
+
 // A reference to a value of an ATen graph inside a step's arguments (Graph::ref).
 struct Ref {
   int index;
@@ -271,8 +275,9 @@ void bind_aten(py::module_& m) {
           [](const Graph& g, const py::sequence& inputs, lz::aten::Call* call, bool keep) {
             lz::aten::Call device_rng;
             lz::aten::Args values;
-            lz::aten::Args outs =
-                g.record(to_args(inputs), call ? *call : device_rng, keep ? &values : nullptr);
+            last_failed_value = -1;
+            lz::aten::Args outs = g.record(to_args(inputs), call ? *call : device_rng,
+                                           keep ? &values : nullptr, &last_failed_value);
             py::list out(outs.size());
             for (size_t i = 0; i < outs.size(); ++i) out[i] = to_python(outs[i]);
             if (!keep) return py::object(std::move(out));
@@ -288,7 +293,12 @@ void bind_aten(py::module_& m) {
           },
           py::arg("inputs"), py::arg("call") = nullptr, py::arg("keep_values") = false,
           "Records the graph on `inputs` and returns its outputs (a list); with keep_values, "
-          "(outputs, every value of the graph by index).");
+          "(outputs, every value of the graph by index). After it raises, "
+          "last_failed_value() is the index of the value that failed.");
+  a.def(
+      "last_failed_value", [] { return last_failed_value; },
+      "The index of the value the last Graph.record of this thread failed at, -1 where it "
+      "failed before any (or did not fail).");
   a.def("find", &lz::aten::find, py::arg("name"), py::return_value_policy::reference,
         "The entry for an overload (\"aten.add.Tensor\"), or None.");
   a.def("entries", &lz::aten::entries, py::return_value_policy::reference,

@@ -1,6 +1,7 @@
 #include "aten/graph.h"
 
 #include <array>
+#include <climits>
 #include <cmath>
 #include <string_view>
 
@@ -33,7 +34,8 @@ enum SizeOp : int {
   kNumSizeOps
 };
 
-// Python's operator module's names, in SizeOp's order, with each op's arity (0: one or more).
+// Python's operator module's names, in SizeOp's order, with each op's arity (0: two or more, or one
+// list of them).
 struct SizeOpInfo {
   std::string_view name;
   int arity;
@@ -53,22 +55,68 @@ int find_size_op(std::string_view name) {
 // Python's int arithmetic covers bool (True + 1 == 2).
 bool integral(const Arg& a) { return a.kind() == Arg::Kind::Int || a.kind() == Arg::Kind::Bool; }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+[[noreturn]] void overflow(int op, const Args& a) {
+  std::string args;
+  for (const Arg& x : a) args += (args.empty() ? "" : ", ") + x.describe();
+  throw ValueError("ATen graph: size op " + std::string(kSizeOps[op].name) + " (" + args +
+                   ") overflows int64");
 }
 
-int64_t int_pow(int64_t base, int64_t exp) {
+// x + y, x - y and x * y, throwing where int64 overflows (Python's ints do not).
+int64_t add_exact(int op, const Args& a, int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(x, y, &r)) overflow(op, a);
+  return r;
+}
+int64_t sub_exact(int op, const Args& a, int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(x, y, &r)) overflow(op, a);
+  return r;
+}
+int64_t mul_exact(int op, const Args& a, int64_t x, int64_t y) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(x, y, &r)) overflow(op, a);
+  return r;
+}
+
+int64_t floor_div(int op, const Args& a, int64_t x, int64_t y) {
+  if (x == INT64_MIN && y == -1) overflow(op, a);
+  int64_t q = x / y;
+  return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+// Python's float floor division (CPython's float_divmod): the quotient of x - fmod(x, y), so
+// 1 // 0.1 is 9.0 as in Python, not floor(1 / 0.1) = 10.0.
+double float_floor_div(double x, double y) {
+  double mod = std::fmod(x, y);
+  double div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, x / y);
+  double floored = std::floor(div);
+  return div - floored > 0.5 ? floored + 1.0 : floored;
+}
+
+// Exponentiation by squaring, throwing where int64 overflows (Python's ints do not).
+int64_t int_pow(int op, const Args& a, int64_t base, int64_t exp) {
   int64_t out = 1;
-  for (; exp > 0; --exp) out *= base;
+  while (exp > 0) {
+    if (exp & 1) out = mul_exact(op, a, out, base);
+    exp >>= 1;
+    if (exp > 0) base = mul_exact(op, a, base, base);
+  }
   return out;
 }
 
-Arg apply_size_op(int op, const Args& a) {
+Arg apply_size_op(int op, const Args& given) {
+  // max and min take two or more numbers, or one list of them (max([a, b])).
+  const bool one_list = kSizeOps[op].arity == 0 && given.size() == 1 && given[0].is_list();
+  const Args& a = one_list ? given[0].list() : given;
   const int arity = kSizeOps[op].arity;
-  if ((arity > 0 && static_cast<int>(a.size()) != arity) || a.empty()) {
+  if ((arity > 0 && static_cast<int>(a.size()) != arity) || a.empty() ||
+      (arity == 0 && !one_list && a.size() < 2)) {
     throw ValueError("ATen graph: size op " + std::string(kSizeOps[op].name) + " takes " +
-                     std::to_string(arity) + " argument(s), got " + std::to_string(a.size()));
+                     (arity > 0 ? std::to_string(arity) : std::string("two or more, or a list,")) +
+                     " argument(s), got " + std::to_string(a.size()));
   }
   for (const Arg& x : a) {
     if (!x.is_number()) {
@@ -83,68 +131,94 @@ Arg apply_size_op(int op, const Args& a) {
                        a[0].describe() + ", " + a[1].describe() + ")");
     }
   };
+  // Comparisons: exact for two ints, in double otherwise (as Python's for ints under 2^53).
+  auto less = [](const Arg& x, const Arg& y) {
+    return integral(x) && integral(y) ? x.to_int() < y.to_int() : x.to_double() < y.to_double();
+  };
+  auto equal = [](const Arg& x, const Arg& y) {
+    return integral(x) && integral(y) ? x.to_int() == y.to_int() : x.to_double() == y.to_double();
+  };
   switch (op) {
     case kAdd:
-      return ints ? Arg(a[0].to_int() + a[1].to_int()) : Arg(a[0].to_double() + a[1].to_double());
+      if (!ints) return Arg(a[0].to_double() + a[1].to_double());
+      return Arg(add_exact(op, a, a[0].to_int(), a[1].to_int()));
     case kSub:
-      return ints ? Arg(a[0].to_int() - a[1].to_int()) : Arg(a[0].to_double() - a[1].to_double());
+      if (!ints) return Arg(a[0].to_double() - a[1].to_double());
+      return Arg(sub_exact(op, a, a[0].to_int(), a[1].to_int()));
     case kMul:
-      return ints ? Arg(a[0].to_int() * a[1].to_int()) : Arg(a[0].to_double() * a[1].to_double());
+      if (!ints) return Arg(a[0].to_double() * a[1].to_double());
+      return Arg(mul_exact(op, a, a[0].to_int(), a[1].to_int()));
     case kFloorDiv:
       zero_check();
-      return ints ? Arg(floor_div(a[0].to_int(), a[1].to_int()))
-                  : Arg(std::floor(a[0].to_double() / a[1].to_double()));
+      return ints ? Arg(floor_div(op, a, a[0].to_int(), a[1].to_int()))
+                  : Arg(float_floor_div(a[0].to_double(), a[1].to_double()));
     case kTrueDiv:
       zero_check();
       return Arg(a[0].to_double() / a[1].to_double());
     case kMod: {
       zero_check();
-      if (ints) return Arg(a[0].to_int() - floor_div(a[0].to_int(), a[1].to_int()) * a[1].to_int());
+      if (ints) {
+        int64_t x = a[0].to_int(), y = a[1].to_int();
+        return Arg(y == -1 ? int64_t{0} : x - floor_div(op, a, x, y) * y);
+      }
       double x = a[0].to_double(), y = a[1].to_double();
       double r = std::fmod(x, y);
-      return Arg(r != 0 && ((r < 0) != (y < 0)) ? r + y : r);
+      if (r == 0) return Arg(std::copysign(0.0, y));
+      return Arg((r < 0) != (y < 0) ? r + y : r);
     }
     case kNeg:
-      return integral(a[0]) ? Arg(-a[0].to_int()) : Arg(-a[0].to_double());
-    case kPow:
-      if (ints && a[1].to_int() >= 0) return Arg(int_pow(a[0].to_int(), a[1].to_int()));
-      return Arg(std::pow(a[0].to_double(), a[1].to_double()));
+      if (!integral(a[0])) return Arg(-a[0].to_double());
+      return Arg(sub_exact(op, a, 0, a[0].to_int()));
+    case kPow: {
+      if (ints && a[1].to_int() >= 0) return Arg(int_pow(op, a, a[0].to_int(), a[1].to_int()));
+      double x = a[0].to_double(), y = a[1].to_double();
+      if (x == 0 && y < 0) {
+        throw ValueError("ATen graph: size op pow: 0 to a negative power (" + a[1].describe() +
+                         ")");
+      }
+      if (x < 0 && y != std::floor(y)) {
+        throw ValueError("ATen graph: size op pow: a negative base to a fractional power (" +
+                         a[0].describe() + ", " + a[1].describe() + ") is complex");
+      }
+      return Arg(std::pow(x, y));
+    }
     case kEq:
-      return Arg(ints ? a[0].to_int() == a[1].to_int() : a[0].to_double() == a[1].to_double());
+      return Arg(equal(a[0], a[1]));
     case kNe:
-      return Arg(ints ? a[0].to_int() != a[1].to_int() : a[0].to_double() != a[1].to_double());
+      return Arg(!equal(a[0], a[1]));
     case kLt:
-      return Arg(ints ? a[0].to_int() < a[1].to_int() : a[0].to_double() < a[1].to_double());
+      return Arg(less(a[0], a[1]));
     case kLe:
-      return Arg(ints ? a[0].to_int() <= a[1].to_int() : a[0].to_double() <= a[1].to_double());
+      return Arg(!less(a[1], a[0]));
     case kGt:
-      return Arg(ints ? a[0].to_int() > a[1].to_int() : a[0].to_double() > a[1].to_double());
+      return Arg(less(a[1], a[0]));
     case kGe:
-      return Arg(ints ? a[0].to_int() >= a[1].to_int() : a[0].to_double() >= a[1].to_double());
+      return Arg(!less(a[0], a[1]));
     case kAnd:
     case kOr: {
       if (!ints) {
         throw TypeError("ATen graph: size op " + std::string(kSizeOps[op].name) + " on floats (" +
                         a[0].describe() + ", " + a[1].describe() + ")");
       }
-      int64_t v = op == kAnd ? (a[0].to_int() & a[1].to_int()) : (a[0].to_int() | a[1].to_int());
+      int64_t bits = op == kAnd ? (a[0].to_int() & a[1].to_int()) : (a[0].to_int() | a[1].to_int());
       const bool bools = a[0].kind() == Arg::Kind::Bool && a[1].kind() == Arg::Kind::Bool;
-      return bools ? Arg(v != 0) : Arg(v);
+      return bools ? Arg(bits != 0) : Arg(bits);
     }
     case kNot:
-      return Arg(!a[0].to_bool());
+      return Arg(integral(a[0]) ? a[0].to_int() == 0 : a[0].to_double() == 0);
     case kMax:
     case kMin: {
       // Python returns the first of the extreme arguments itself, keeping its kind.
       size_t best = 0;
       for (size_t i = 1; i < a.size(); ++i) {
-        double x = a[i].to_double(), b = a[best].to_double();
-        if (op == kMax ? x > b : x < b) best = i;
+        if (op == kMax ? less(a[best], a[i]) : less(a[i], a[best])) best = i;
       }
       return a[best];
     }
     case kAbs:
-      return integral(a[0]) ? Arg(std::abs(a[0].to_int())) : Arg(std::fabs(a[0].to_double()));
+      if (!integral(a[0])) return Arg(std::fabs(a[0].to_double()));
+      if (a[0].to_int() == INT64_MIN) overflow(op, a);
+      return Arg(std::abs(a[0].to_int()));
     default:
       break;
   }
@@ -278,13 +352,25 @@ void Graph::set_outputs(std::vector<Template> outputs) {
   outputs_ = std::move(outputs);
 }
 
-Args Graph::record(const Args& inputs, Call& call, Args* values_out) const {
+Args Graph::record(const Args& inputs, Call& call, Args* values_out, int* failed_at) const {
   if (static_cast<int>(inputs.size()) != num_inputs_) {
     throw ValueError("ATen graph: takes " + std::to_string(num_inputs_) + " input(s), got " +
                      std::to_string(inputs.size()));
   }
   Args values;
   values.reserve(steps_.size());
+  try {
+    record_steps(inputs, call, values);
+  } catch (...) {
+    if (failed_at != nullptr) *failed_at = static_cast<int>(values.size());
+    throw;
+  }
+  Args out = materialize_all(outputs_, values);
+  if (values_out != nullptr) *values_out = std::move(values);
+  return out;
+}
+
+void Graph::record_steps(const Args& inputs, Call& call, Args& values) const {
   size_t next_input = 0;
   for (const Step& s : steps_) {
     switch (s.kind) {
@@ -318,9 +404,6 @@ Args Graph::record(const Args& inputs, Call& call, Args* values_out) const {
       }
     }
   }
-  Args out = materialize_all(outputs_, values);
-  if (values_out != nullptr) *values_out = std::move(values);
-  return out;
 }
 
 }  // namespace lz::aten

@@ -17,7 +17,9 @@
 //   g.set_outputs({Graph::ref(y)});
 //   Args out = g.record({Arg(tensor), Arg(int64_t{3})}, call);
 //
-// A Graph is built on one thread and then only read: record() may run on several at once.
+// A Graph is built on one thread and then only read: record() may run on several at once, on
+// distinct inputs. Its constants are shared by every recording, so a front end never hands an
+// in-place entry a constant to update (the bridge's conversion refuses such a graph).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -47,7 +49,8 @@ class Graph {
   // toward minus infinity; truediv gives a float; int ** negative int gives a float), named as
   // Python's operator module names them: "add", "sub", "mul", "floordiv", "truediv", "mod",
   // "neg", "pow", "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "not_", "max", "min",
-  // "abs". Whether `name` is one.
+  // "abs". Where Python's ints would grow past int64, or Python raises (division by zero, a
+  // complex power), they throw ValueError. Whether `name` is one.
   static bool is_size_op(const std::string& name);
 
   // Each adds one value to the graph and returns its index.
@@ -73,9 +76,14 @@ class Graph {
   // Records the graph on `inputs` (one per input(), in order; live tensors in tensor positions)
   // and returns its outputs. Where `values` is given, it receives every value of the graph, by
   // index (a front end checks each call's result against its own graph's types). Throws what an
-  // entry throws (ValueError for an input count that differs), recording nothing that outlives
-  // the call.
-  Args record(const Args& inputs, Call& call, Args* values = nullptr) const;
+  // entry or a size op throws (ValueError for an input count that differs), with `failed_at`,
+  // where given, set to the index of the value that failed (a front end names its node). What
+  // the steps before it did stays done: an in-place entry (copy_ into an input, batch norm's
+  // running statistics) has updated its input's recording, and `call`'s key has advanced past
+  // the draws made. So a front end does not record a graph again after a failure on the same
+  // inputs; the other values die with the call.
+  Args record(const Args& inputs, Call& call, Args* values = nullptr,
+              int* failed_at = nullptr) const;
 
  private:
   enum class Kind : uint8_t { Input, Constant, Call, SizeOp, Item };
@@ -92,6 +100,7 @@ class Graph {
   };
   int add(Step s);
   void check_refs(const Template& t) const;
+  void record_steps(const Args& inputs, Call& call, Args& values) const;
 
   std::vector<Step> steps_;
   std::vector<Template> outputs_;

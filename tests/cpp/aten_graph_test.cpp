@@ -2,6 +2,9 @@
 // input signature. Sizes are values of the graph, so one graph serves every size.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cmath>
+
 #include "aten/graph.h"
 #include "aten_rows.h"
 #include "op_test_util.h"
@@ -92,6 +95,23 @@ TEST(AtenGraph, SizeOpsFollowPython) {
   EXPECT_EQ(apply("abs", {Arg(-4)}).to_int(), 4);
   EXPECT_TRUE(apply("not_", {Arg(0)}).to_bool());
   EXPECT_TRUE(apply("le", {Arg(2), Arg(2.5)}).to_bool());
+  EXPECT_DOUBLE_EQ(apply("floordiv", {Arg(1), Arg(0.1)}).to_double(), 9.0);  // not 10
+  EXPECT_DOUBLE_EQ(apply("floordiv", {Arg(-7.0), Arg(2)}).to_double(), -4.0);
+  EXPECT_TRUE(std::signbit(apply("mod", {Arg(0.0), Arg(-3.0)}).to_double()));  // -0.0
+  EXPECT_TRUE(apply("not_", {Arg(0.0)}).to_bool());
+  EXPECT_FALSE(apply("not_", {Arg(0.5)}).to_bool());
+  EXPECT_EQ(apply("max", {Arg(Args{Arg(3), Arg(7), Arg(5)})}).to_int(), 7);  // max([3, 7, 5])
+  EXPECT_THROW(apply("max", {Arg(3)}), lz::ValueError);                      // max(3) raises
+  EXPECT_EQ(apply("pow", {Arg(-2), Arg(63)}).to_int(), INT64_MIN);
+  EXPECT_EQ(apply("mod", {Arg(INT64_MIN), Arg(-1)}).to_int(), 0);
+  // Where Python's ints would grow past int64, or Python raises, a ValueError.
+  EXPECT_THROW(apply("pow", {Arg(2), Arg(63)}), lz::ValueError);
+  EXPECT_THROW(apply("mul", {Arg(INT64_MAX), Arg(2)}), lz::ValueError);
+  EXPECT_THROW(apply("add", {Arg(INT64_MAX), Arg(1)}), lz::ValueError);
+  EXPECT_THROW(apply("neg", {Arg(INT64_MIN)}), lz::ValueError);
+  EXPECT_THROW(apply("floordiv", {Arg(INT64_MIN), Arg(-1)}), lz::ValueError);
+  EXPECT_THROW(apply("pow", {Arg(0), Arg(-1)}), lz::ValueError);
+  EXPECT_THROW(apply("pow", {Arg(-8.0), Arg(0.5)}), lz::ValueError);
   EXPECT_THROW(apply("floordiv", {Arg(1), Arg(0)}), lz::ValueError);
   EXPECT_THROW(apply("add", {Arg("x"), Arg(1)}), lz::TypeError);
   EXPECT_THROW(apply("neg", {Arg(1), Arg(2)}), lz::ValueError);
@@ -121,7 +141,10 @@ TEST(AtenGraph, BadRecordingsThrowAndLeaveNothingBehind) {
   EXPECT_THROW(f.g.record({T(iota(6), {1, 6})}, call), lz::ValueError);  // one input short
   int64_t live = lz::debug::live_tensor_count();
   // 42 values do not view as [12, -1] (n = 4): the view's entry throws, at the third step.
-  EXPECT_THROW(f.g.record({T(iota(42), {7, 6}), Arg(int64_t{4})}, call), lz::ValueError);
+  int failed_at = -1;
+  EXPECT_THROW(f.g.record({T(iota(42), {7, 6}), Arg(int64_t{4})}, call, nullptr, &failed_at),
+               lz::ValueError);
+  EXPECT_EQ(failed_at, 4);  // x, n, n * 3, x * 2, then the view
   EXPECT_EQ(lz::debug::live_tensor_count(), live);
   Graph g;
   EXPECT_THROW(g.set_outputs({Graph::ref(0)}), lz::ValueError);  // no value 0 yet

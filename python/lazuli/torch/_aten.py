@@ -11,7 +11,8 @@ ATen FX graph by asking the table of each node:
 - ``interpret(gm, *args)``: records the graph on Lazuli tensors, every node through the
   table, checking each result against the graph's metadata. The graph is converted once to the
   table's C++ form (``aten_graph``, src/aten/graph.h) and recorded there: a new input signature
-  (a new size under dynamic shapes) is a record in C++, with no Python per node.
+  (a new size under dynamic shapes) is a record in C++, with no Python per node. A graph without
+  that form is walked in Python.
 """
 from __future__ import annotations
 
@@ -411,36 +412,42 @@ def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.f
 
 class AtenGraph:
     """A graph converted to the table's C++ form (src/aten/graph.h, `_C._aten.Graph`): `graph`;
-    `spec`, its output's structure; `calls`, (node, value index) of each call, whose results a
-    checked recording compares with the node's metadata."""
-    __slots__ = ("graph", "spec", "calls", "n_nodes", "__weakref__")
+    `spec`, its output's structure; `calls`, (node position, value index) of each call, whose
+    results a checked recording compares with the node's metadata; `positions`, the node
+    position of each value. Positions, not nodes: a node holds its GraphModule, which would
+    then never leave the cache that holds this."""
+    __slots__ = ("graph", "spec", "calls", "positions", "code")
 
-    def __init__(self, graph, spec, calls, n_nodes):
-        self.graph, self.spec, self.calls, self.n_nodes = graph, spec, calls, n_nodes
+    def __init__(self, graph, spec, calls, positions, code):
+        self.graph, self.spec, self.calls, self.positions, self.code = (
+            graph, spec, calls, positions, code)
 
 
+# GraphModule -> (its code when converted, AtenGraph or None).
 _CONVERTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def aten_graph(gm: "torch.fx.GraphModule") -> Optional[AtenGraph]:
-    """`gm` in the table's C++ form, converted on first use and kept with `gm`; None where a node
-    has none (a getitem of something else than a tuple, a value neutral() cannot convert): such a
-    graph is interpreted in Python."""
-    n_nodes = len(gm.graph.nodes)
-    got = _CONVERTED.get(gm, False)
-    if got is False or (got is not None and got.n_nodes != n_nodes):
+    """`gm` in the table's C++ form, converted on first use and kept with `gm` (again after
+    `gm.recompile()`, which an edit of its graph calls); None where a node has none (an argument
+    neutral() cannot convert, an in-place update of a constant, a getitem of a computed index):
+    such a graph is walked in Python."""
+    code = getattr(gm, "_code", None)
+    got = _CONVERTED.get(gm)
+    if got is None or got[0] is not code:
         try:
-            got = _convert(gm, n_nodes)
-        except (NotImplementedError, TypeError, ValueError, KeyError):
-            got = None
-        _CONVERTED[gm] = got
-    return got
+            converted = _convert(gm)
+        except Exception:  # noqa: BLE001  (any node the conversion cannot take: walk in Python)
+            converted = None
+        got = _CONVERTED[gm] = (code, converted)
+    return got[1]
 
 
-def _convert(gm, n_nodes) -> AtenGraph:
+def _convert(gm) -> AtenGraph:
     g = _A.Graph()
     index: Dict[Any, int] = {}
-    calls = []
+    constants = set()
+    calls, positions = [], []
 
     def arg(v):
         if isinstance(v, torch.fx.Node):
@@ -450,11 +457,12 @@ def _convert(gm, n_nodes) -> AtenGraph:
         return neutral(v)
 
     spec = None
-    for node in gm.graph.nodes:
+    for position, node in enumerate(gm.graph.nodes):
         if node.op == "placeholder":
             index[node] = g.input()
         elif node.op == "get_attr":
             index[node] = g.constant(_constant(gm, node))
+            constants.add(node)
         elif node.op == "call_function" and node.target is operator.getitem:
             src, i = node.args
             if not isinstance(src, torch.fx.Node) or not isinstance(i, int):
@@ -468,50 +476,73 @@ def _convert(gm, n_nodes) -> AtenGraph:
             e = entry(node.target)
             if e is None:
                 raise NotImplementedError(f"no lowering for {node.target}")
+            if e.mutates and constants & set(node.all_input_nodes):
+                # Every recording shares the graph's constants: none may be updated in place.
+                raise NotImplementedError(f"{node.target} updates a constant of the graph")
             index[node] = g.call(e, [arg(a) for a in normalize(node.target, node.args, node.kwargs)],
                                  _result_dtypes(node), user_op_name(node))
-            calls.append((node, index[node]))
+            calls.append((position, index[node]))
         elif node.op == "output":
             flat, spec = torch.utils._pytree.tree_flatten(node.args[0])
             g.set_outputs([arg(x) for x in flat])
         else:
             raise NotImplementedError(f"FX node kind {node.op}")
+        if node in index:
+            positions.append(position)
     if spec is None:
         raise NotImplementedError("a graph without an output")
-    return AtenGraph(g, spec, calls, n_nodes)
+    return AtenGraph(g, spec, calls, positions, getattr(gm, "_code", None))
 
 
 def interpret(gm: "torch.fx.GraphModule", *args, call=None, check=True):
     """Runs an ATen FX graph whose every call lowers (why_not_lowered is None for each) on Lazuli
     tensors: placeholders take `args` in order, each call records its entry's Lazuli ops, and the
     output's structure is returned with Lazuli tensors in it. Records only; runs nothing. Tensor
-    constants (get_attr) are copied in. An op that fails when the program runs names its node
+    constants (get_attr) are copied in, once per graph: an output that is one is that copy (clone
+    it before updating it). An op that fails when the program runs names its node
     (user_op_name). `call`: a _C._aten.Call whose key the graph's random draws come from (else
     the device's RNG).
 
     The graph is converted once to the table's C++ form (aten_graph) and recorded there, with no
     Python per node: a new input signature of a graph (a new size under dynamic shapes) costs a
-    record in C++, not a walk of the FX graph. `check`: compare each result with the node's
-    metadata (dtype, shape), LoweringMismatch otherwise; a failure then walks the graph in
-    Python, which names the first node that fails."""
+    record in C++, not a walk of the FX graph. An error names its node (the frame's `node`, which
+    the bridge reads). `check`: compare each result with the node's metadata (dtype, shape),
+    LoweringMismatch otherwise. A graph without a C++ form is walked in Python, node by node,
+    always checked."""
     converted = aten_graph(gm)
-    if converted is not None:
-        try:
-            if check:
-                outs, values = converted.graph.record(list(args), call, True)
-                for node, i in converted.calls:
-                    _check_result(node, values[i])
-            else:
-                outs = converted.graph.record(list(args), call)
-            return torch.utils._pytree.tree_unflatten(outs, converted.spec)
-        except Exception:  # noqa: BLE001  (the walk in Python raises it again, at its node)
-            pass
-    _C._bump_counter("TorchGraphInPython", 1)
-    return _interpret_in_python(gm, args, call)
+    if converted is None:
+        _C._bump_counter("TorchGraphInPython", 1)
+        return _interpret_in_python(gm, args, call)
+    node = None
+    try:
+        inputs = [neutral(a) for a in args]
+        if check:
+            outs, values = converted.graph.record(inputs, call, True)
+        else:
+            outs = converted.graph.record(inputs, call)
+    except Exception:
+        failed = _A.last_failed_value()
+        if 0 <= failed < len(converted.positions):
+            node = _node_at(gm, converted.positions[failed])  # noqa: F841  (read by the bridge)
+        raise
+    if check:
+        nodes = list(gm.graph.nodes)
+        for position, i in converted.calls:
+            node = nodes[position]
+            _check_result(node, values[i])
+    return torch.utils._pytree.tree_unflatten(outs, converted.spec)
+
+
+def _node_at(gm, position):
+    for p, node in enumerate(gm.graph.nodes):
+        if p == position:
+            return node
+    return None
 
 
 def _interpret_in_python(gm, args, call):
-    """interpret, node by node in Python, checking each result as it comes."""
+    """interpret, node by node in Python, checking each result as it comes: a graph that has
+    no C++ form, or a test that replaces `lower`."""
     env = {}
     it = iter(args)
 

@@ -623,12 +623,13 @@ class LazuliPartition(torch.nn.Module):
 
 
 def _failing_node(error) -> Optional[torch.fx.Node]:
-    """The FX node the walk in Python was at when `error` was raised (its frame's `node`): a
-    recording in C++ that raises is walked again in Python, which raises at the node."""
+    """The FX node _table.interpret was at when `error` was raised (its frame's `node`: set from
+    the C++ record's failing value, or by the walk in Python)."""
     tb = error.__traceback__
     found = None
+    codes = (_table.interpret.__code__, _table._interpret_in_python.__code__)
     while tb is not None:
-        if tb.tb_frame.f_code is _table._interpret_in_python.__code__:
+        if tb.tb_frame.f_code in codes:
             found = tb.tb_frame.f_locals.get("node")
         tb = tb.tb_next
     return found

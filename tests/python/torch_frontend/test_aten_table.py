@@ -129,6 +129,43 @@ def test_a_graph_is_converted_once_and_recorded_in_cpp_for_every_size():
     assert lz.debug.counter_value("TorchGraphInPython") == before  # never walked in Python
 
 
+def test_a_failing_record_names_its_node_and_is_not_walked_again():
+    from lazuli.torch._bridge import _failing_node
+    gm = make_fx(lambda x: (x * 2).view(2, -1).exp())(torch.randn(4))
+    before = lz.debug.counter_value("TorchGraphInPython")
+    with pytest.raises(ValueError, match="reshape") as info:  # 5 values do not view as [2, -1]
+        lowering.interpret(gm, lz.zeros(5), check=False)
+    assert _failing_node(info.value).target is aten.view.default
+    assert lz.debug.counter_value("TorchGraphInPython") == before
+
+
+def test_an_in_place_update_of_a_constant_is_walked_in_python():
+    # copy_ into a tensor constant (get_attr), as a hand-written graph could have it: every
+    # recording of the C++ form shares the graph's constants, so it takes no such graph.
+    root = torch.nn.Module()
+    root.c = torch.zeros(3)
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    upd = g.call_function(aten.copy_.default, (g.get_attr("c"), x))
+    g.output(upd)
+    gm = torch.fx.GraphModule(root, g)
+    assert lowering.aten_graph(gm) is None
+    before = lz.debug.counter_value("TorchGraphInPython")
+    assert lowering.interpret(gm, lz.ones(3)).numpy().tolist() == [1, 1, 1]
+    assert lz.debug.counter_value("TorchGraphInPython") == before + 1
+
+
+def test_a_converted_graph_module_is_freed_with_its_conversion():
+    import gc
+    import weakref
+    gm = make_fx(lambda x: (x * 2).sum())(torch.randn(3))
+    assert lowering.aten_graph(gm) is not None
+    gone = weakref.ref(gm)
+    del gm
+    gc.collect()
+    assert gone() is None  # the conversion holds no node (a node holds its GraphModule)
+
+
 def test_tensor_constant_in_the_graph_is_copied_in():
     const = torch.tensor([1.0, 2.0, 3.0])
     gm = make_fx(lambda x: x * const)(torch.randn(3))
