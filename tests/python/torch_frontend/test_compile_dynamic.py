@@ -37,6 +37,21 @@ def test_symint_argument_keys_the_calls_a_repeated_value_replays():
     assert counter("TorchReplay") == 2 and counter("TorchGraphInPython") == 0
 
 
+def test_automatic_dynamic_shapes_trace_the_dynamic_graph_once_then_record_new_sizes():
+    # Without dynamic=True, dynamo's second size compiles the graph again with the batch dim
+    # dynamic (its automatic dynamic shapes): that graph is traced once, and later sizes record.
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).eval()
+    compiled = torch.compile(model, backend=lzt.backend)
+    with torch.no_grad():
+        for n in (3, 5, 7, 9, 5):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-6)
+    assert counter("TorchGraphCompiled") == 2  # static for 3, dynamic from 5 on
+    assert counter("TorchTrace") == 2 and counter("TorchRecord") == 2  # 7 and 9 record
+    assert counter("TorchReplay") == 1 and counter("TorchGraphInPython") == 0
+
+
 # A child process, so that its kernel cache starts empty (LAZULI_CACHE_DIR is read once per
 # process): the first batch size must compile kernels, and the later sizes must compile none.
 CHILD = textwrap.dedent("""
