@@ -382,6 +382,7 @@ class LazuliPartition(torch.nn.Module):
         self.lent_ids = _LENT_IDS if keep_weight_layouts else None
         self.traced: Dict[Tuple, _Traced] = {}
         self.views = _input_views(self.gm)  # per flat output, as _input_views says
+        self.keyed = _table.uses_random(self.gm)  # its programs take a random key (fresh_key)
         self.eager_reason: Optional[str] = None  # set when tracing failed: the partition runs in eager
 
     def forward(self, *args):
@@ -422,7 +423,7 @@ class LazuliPartition(torch.nn.Module):
             stand_ins[i] = (lz.permute(inputs[j], _inverse(perm)) if isinstance(perm, tuple)
                             else inputs[j])
         # A partition that draws random numbers takes a key as one more input, fresh each call.
-        keyed = _table.uses_random(self.gm)
+        keyed = self.keyed
         key = to_lazuli(torch.zeros((), dtype=torch.int64)) if keyed else None
         program = _C._WarmProgram(inputs + ([key] if keyed else []), self.name, "torch-compile")
         try:
