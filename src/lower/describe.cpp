@@ -273,7 +273,7 @@ std::vector<StepWords> describe_steps(const Plan& plan) {
     }
     os << ir::op_name(s.op) << " ";
     for (size_t j = 0; j < s.in_shapes.size(); ++j) {
-      if (j) os << (s.kind == PlanStep::MatMul ? " x " : ", ");
+      if (j) os << (s.kind != PlanStep::MatMul ? ", " : j >= 2 ? " + " : " x ");
       if (j == 0 || s.kind != PlanStep::MatMul) os << dtype_name(s.in_dtypes[j]);
       os << shape_str(s.in_shapes[j]);
       if (j < s.trans.size() && s.trans[j]) os << "^T";

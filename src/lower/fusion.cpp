@@ -59,6 +59,13 @@
 //     wanted). Permutes that compose to the identity over a materialized buffer are that buffer
 //     (buffer_base), as reshapes are. Any other operand that is a permute moving the innermost
 //     dim of math (exp, tanh: a libm call) materializes the math first, then copies it moved.
+// 7b. Such a product (2-D, float32 on the cpu target) whose only reader, through reshapes and
+//     adds nothing else reads, is a sum with a bias row (a materialized [n] value broadcast over
+//     the rows: a linear layer's bias) or a dense value of the sum's shape (a residual), or
+//     both, where the sum or a reshape of it is materialized, computes that value in its call:
+//     C is filled with the bias rows plus the residual, then sgemm adds the product (beta = 1,
+//     as addmm does). No kernel for the adds, and no second pass over the product
+//     (fold_bias_adds).
 //  8. Graph roots are materialized into their output storage directly, except a root that is a
 //     parameter, an alias, or a repeated root: those are copied at the end.
 //  9. Index ops. gather and index_select are indirect loads and fuse like elementwise ops (rule
@@ -82,6 +89,7 @@
 //     (an arithmetic op, a where, a reduction or scatter_add built below the frontend) runs its
 //     reference kernel, which refuses it with its own error.
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -443,6 +451,89 @@ void Planner::decide() {
   }
   for (const ir::Value& r : g_.roots) {
     if (!buffer_base(out_of(r))) materialize(r.node.get(), "graph root");
+  }
+}
+
+// ---- rule 7b: a bias added by the product's call ----
+// A materialized value that is an add (or a reshape of one: a linear layer's [2, 32, 64] output
+// of its [64, 64] product) of a 2-D float32 product, under reshapes nothing else reads, and a
+// row of the product's width broadcast over the rows (its bias): the product's call adds the row
+// and writes the value, and there is no kernel. Any reshape of the product reads its row-major
+// buffer as it is; the add's last dim must be the product's, so the row meets its columns. Where
+// the add is not materialized it fuses into its reader anyway, and the product stays as it is.
+void Planner::fold_bias_adds() {
+  if (!target_.matmul_bias) return;
+  // The value under `o`'s chain of unmaterialized reshapes, each read by nothing else; null
+  // where one is.
+  auto under_reshapes = [&](Out o) -> Out {
+    while (o.node->op == OpKind::Reshape && !mat_[idx(o.node)]) {
+      if (users_[idx(o.node)] != 1 || is_root_[idx(o.node)]) return {};
+      o = op0(o.node);
+    }
+    return o;
+  };
+  auto alone = [&](const Node* n) {
+    return !mat_[idx(n)] && users_[idx(n)] == 1 && !is_root_[idx(n)];
+  };
+  for (const Node* top : g_.post_order) {
+    if (!mat_[idx(top)] || top->dtype != DType::Float32 || row_kernels_.count(top) ||
+        (top->op != OpKind::Add && top->op != OpKind::Reshape)) {
+      continue;
+    }
+    const Node* add = top->op == OpKind::Add ? top : under_reshapes(op0(top)).node;
+    if (add == nullptr || add->op != OpKind::Add || add->shape.empty() ||
+        (add != top && !alone(add))) {
+      continue;
+    }
+    // The terms of the sum: one product, at most one bias row, at most one dense value of the
+    // add's shape (a residual), through adds nothing else reads (at most two deep).
+    Addends a;
+    bool ok = true;
+    std::function<void(Out, int)> term = [&](Out o, int depth) {
+      const Out u = under_reshapes(o);
+      if (!u) {
+        ok = false;
+        return;
+      }
+      const Node* n = u.node;
+      if (folds_transposes(n) && mat_[idx(n)] && users_[idx(n)] == 1 && !is_root_[idx(n)] &&
+          a.mm == nullptr) {
+        a.mm = n;
+        return;
+      }
+      if (n->op == OpKind::Add && n->dtype == DType::Float32 && depth < 2 && alone(n)) {
+        term(out_of(n->operands[0]), depth + 1);
+        term(out_of(n->operands[1]), depth + 1);
+        return;
+      }
+      Out v = o;
+      const bool expanded = v.node->op == OpKind::Expand && !mat_[idx(v.node)];
+      if (expanded) v = op0(v.node);
+      const Out base = buffer_base(v);
+      if (!base || v.dtype() != DType::Float32 || v.shape().empty()) {
+        ok = false;
+      } else if (!a.bias && numel(v.shape()) == add->shape.back() &&
+                 v.shape().back() == add->shape.back()) {
+        a.bias = base;
+      } else if (!a.residual && !expanded && v.shape() == add->shape) {
+        a.residual = base;
+      } else {
+        ok = false;
+      }
+    };
+    term(out_of(add->operands[0]), 0);
+    term(out_of(add->operands[1]), 0);
+    const Node* mm = a.mm;
+    if (!ok || mm == nullptr || (!a.bias && !a.residual) || mm->shape.back() != add->shape.back() ||
+        numel(mm->shape) != numel(add->shape)) {
+      continue;
+    }
+    bias_mm_[top] = a;
+    mat_[idx(mm)] = false;  // the call writing `top` computes it
+    note("matmul " + label(mm) + " adds " +
+         (a.bias ? "the bias " + label(a.bias.node) + (a.residual ? " and " : "") : "") +
+         (a.residual ? label(a.residual.node) : "") + " and writes " + label(top) +
+         " in its call (rule 7b)");
   }
 }
 

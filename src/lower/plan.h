@@ -57,6 +57,12 @@ struct PlanStep {
   std::vector<Shape> in_shapes;     // the operands' dense shapes (a reshape alias has its own)
   std::vector<DType> in_dtypes;
   std::vector<uint8_t> trans;       // MatMul: operand read transposed (in_shapes holds its stored shape)
+  // MatMul computing a sum (fusion rule 7b): the next input is a row [n] added to every row of
+  // the product (bias), then the next a dense [m, n] value added to it (residual). The
+  // product's shape [m, n] is `product`; the output value is the sum's, a reshape of it.
+  bool bias = false;
+  bool residual = false;
+  Shape product;
   std::string counter;              // Fallback: "fallback::<op>"
   int node = -1;                    // MatMul / Fallback: the node's post-order index (error reports)
 };

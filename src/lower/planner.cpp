@@ -34,6 +34,7 @@ Plan Planner::run() {
   }
   decide();
   if (fuse_rows_) fuse_rows();
+  fold_bias_adds();
   build_steps();
   plan_memory();
   return std::move(plan_);
@@ -67,9 +68,12 @@ void Planner::read(int value, int step) {
 }
 
 // `n` computed by its own op, or (transposed_of set) the transpose `n` of a 2-D product
-// computed as op(B)^T op(A)^T.
-void Planner::library_or_fallback(const Node* n, const Node* transposed_of) {
+// computed as op(B)^T op(A)^T, or (addends set) the sum `n` of product `transposed_of`, a bias
+// row and a residual (rule 7b).
+void Planner::library_or_fallback(const Node* n, const Node* transposed_of,
+                                  const Addends* addends) {
   const Node* src = transposed_of ? transposed_of : n;
+  const bool transposed = transposed_of != nullptr && addends == nullptr;
   PlanStep step;
   step.kind = src->op == OpKind::MatMul ? PlanStep::MatMul
               : !library_of(src).empty()   ? PlanStep::Library
@@ -93,10 +97,29 @@ void Planner::library_or_fallback(const Node* n, const Node* transposed_of) {
     step.inputs.push_back(v);
     step.in_shapes.push_back(on.shape());
     step.in_dtypes.push_back(on.dtype());
-    step.trans.push_back(transposed_of ? !trans : trans);
+    step.trans.push_back(transposed ? !trans : trans);
     read(v, sid);
   }
-  if (transposed_of) {
+  if (addends != nullptr) {
+    step.product = src->shape;
+    auto add_input = [&](Out o, Shape shape) {
+      const int v = value_of(o);
+      step.inputs.push_back(v);
+      step.in_shapes.push_back(std::move(shape));
+      step.in_dtypes.push_back(o.dtype());
+      step.trans.push_back(false);
+      read(v, sid);
+    };
+    if (addends->bias) {
+      step.bias = true;
+      add_input(addends->bias, {src->shape.back()});
+    }
+    if (addends->residual) {
+      step.residual = true;
+      add_input(addends->residual, src->shape);
+    }
+  }
+  if (transposed) {
     std::swap(step.inputs[0], step.inputs[1]);
     std::swap(step.in_shapes[0], step.in_shapes[1]);
     std::swap(step.trans[0], step.trans[1]);
@@ -121,6 +144,8 @@ void Planner::build_steps() {
     if (!mat_[idx(n)] || n->op == OpKind::DeviceData) continue;
     if (auto it = transposed_mm_.find(n); it != transposed_mm_.end()) {
       library_or_fallback(n, it->second);
+    } else if (auto b = bias_mm_.find(n); b != bias_mm_.end()) {
+      library_or_fallback(n, b->second.mm, &b->second);
     } else if (kind_of(n) == Kind::Opaque) {
       library_or_fallback(n);
     } else {

@@ -53,6 +53,12 @@ class Planner {
   static Out out_of(const ir::Value& v) { return {v.node.get(), v.index}; }
   static Out out_of(const Node* n) { return {n, 0}; }
   Out op0(const Node* n) const { return out_of(n->operands[0]); }
+  // Rule 7b: what a product's call adds to it (fusion.cpp, fold_bias_adds).
+  struct Addends {
+    const Node* mm = nullptr;
+    Out bias;      // a row [n], or none
+    Out residual;  // a dense value of the sum's shape, or none
+  };
 
   void note(const std::string& s) {
     if (explain_) plan_.notes.push_back(s);
@@ -76,6 +82,8 @@ class Planner {
   bool folds_into_sgemm(const Node* mm, Out o, Out* base, bool* trans) const;
   const std::string& library_of(const Node* n) const;
   void decide();
+  // Rule 7b
+  void fold_bias_adds();
   // Rule 5b
   bool reduces_short_rows(const Node* r) const;
   const Node* row_sink(const Node* r) const;
@@ -90,7 +98,8 @@ class Planner {
   // ---- the plan's values and steps (planner.cpp) ----
   int value_of(Out base);
   void read(int value, int step);
-  void library_or_fallback(const Node* n, const Node* transposed_of = nullptr);
+  void library_or_fallback(const Node* n, const Node* transposed_of = nullptr,
+                           const Addends* addends = nullptr);
   void build_steps();
 
   // ---- kernels (kernel_build.cpp) ----
@@ -155,6 +164,8 @@ class Planner {
   std::unordered_map<const Node*, const Node*> in_place_;
   std::unordered_map<const Node*, std::pair<Out, bool>> folded_;  // matmul operand -> (base, transposed)
   std::unordered_map<const Node*, const Node*> transposed_mm_;  // transpose -> the product it computes
+  // Rule 7b: a sum a product's call computes -> the product and the buffers it adds.
+  std::unordered_map<const Node*, Addends> bias_mm_;
 };
 
 }  // namespace lz::lower

@@ -45,6 +45,10 @@ struct Target {
   // the call, and a product whose only user transposes it computes the transpose directly
   // (fusion rule 7). Empty: operands are always dense buffers.
   std::optional<DType> matmul_transpose_dtype;
+  // Whether such a 2-D product's call also adds a bias row to every row of its result
+  // (PlanStep::bias: BLAS's beta = 1 over a C filled with the row, as addmm does), so that
+  // `matmul(x, w) + b` is one call (fusion rule 7b).
+  bool matmul_bias = false;
   // Convolutions (op class Conv) are a library call (PlanStep::Library, which may decline a case)
   // through the library named here, as plan notes print it; empty: their reference kernel.
   std::string convolution_library;

@@ -295,6 +295,97 @@ TEST_F(CpuCompilerFusion, AProductTransposedBackIsTheProductWithoutACopy) {
       << lower::describe_plan(p);
 }
 
+// Rule 7b: a linear layer's bias, and a residual, are added by the product's call (sgemm's
+// beta = 1 over C filled with them), where the sum is materialized: one step, not a product and
+// an add. The sum may be over a reshape of the product (a [2, 3, 5] activation of a [6, 5]
+// product).
+TEST_F(CpuCompilerFusion, ALinearLayersBiasIsAddedByTheProductsCall) {
+  auto x = [] { return tensor<float>(ramp(6 * 4, 0.05f), {6, 4}); };
+  auto w = [] { return tensor<float>(ramp(4 * 5, 0.03f, -0.2f), {4, 5}); };
+  auto b = [] { return tensor<float>(ramp(5, 0.5f, -1.0f), {5}); };
+  std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> cases = {
+      {"2-D", [&] { return std::vector<Tensor>{matmul(x(), w()) + b()}; }},
+      {"bias first, reshaped",
+       [&] {
+         return std::vector<Tensor>{b() + reshape(matmul(x(), w()), {2, 3, 5})};
+       }},
+      {"transposed weight",
+       [&] {
+         Tensor wt = tensor<float>(ramp(5 * 4, 0.03f, -0.2f), {5, 4});
+         return std::vector<Tensor>{matmul(x(), transpose(wt, 0, 1)) + b()};
+       }},
+      {"no rows",
+       [&] {
+         return std::vector<Tensor>{matmul(tensor<float>({}, {0, 4}), w()) + b()};
+       }},
+      // A residual: a dense value of the sum's shape (a transformer's output projection).
+      {"bias and residual",
+       [&] {
+         Tensor r = tensor<float>(ramp(30, 0.1f), {2, 3, 5});
+         return std::vector<Tensor>{reshape(matmul(x(), w()), {2, 3, 5}) + b() + r};
+       }},
+      {"residual only",
+       [&] {
+         return std::vector<Tensor>{matmul(x(), w()) + tensor<float>(ramp(30, 0.1f), {6, 5})};
+       }},
+      {"another product as the residual",
+       [&] { return std::vector<Tensor>{matmul(x(), w()) + matmul(x(), w() * 2.0f) + b()}; }},
+  };
+  for (auto& [name, program] : cases) {
+    SCOPED_TRACE(name);
+    expect_agree(program, 1e-5, name);
+    const lower::Plan p = plan_of(program());
+    ASSERT_FALSE(p.steps.empty());
+    const lower::PlanStep& last = p.steps.back();  // the product computing the sum
+    EXPECT_TRUE(last.kind == lower::PlanStep::MatMul && (last.bias || last.residual))
+        << lower::describe_plan(p);
+    EXPECT_EQ(last.residual, name.find("residual") != std::string::npos);
+    EXPECT_EQ(ops_computed(p, lz::ir::OpKind::Add), 0) << lower::describe_plan(p);
+  }
+  // k = 0: the bias alone.
+  expect_agree(
+      [&] {
+        return std::vector<Tensor>{matmul(tensor<float>({}, {3, 0}), tensor<float>({}, {0, 5})) +
+                                   b()};
+      },
+      1e-6, "k = 0");
+}
+
+// Not where the product is read elsewhere, the add fuses into its reader, or an addend is neither
+// a row broadcast over the rows nor a materialized value of the sum's shape.
+TEST_F(CpuCompilerFusion, ABiasIsAddedByTheProductsCallOnlyWhereTheAddIsItsOnlyReader) {
+  auto x = [] { return tensor<float>(ramp(6 * 4, 0.05f), {6, 4}); };
+  auto w = [] { return tensor<float>(ramp(4 * 5, 0.03f, -0.2f), {4, 5}); };
+  auto b = [] { return tensor<float>(ramp(5, 0.5f, -1.0f), {5}); };
+  std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> cases = {
+      {"product also returned",
+       [&] {
+         Tensor p = matmul(x(), w());
+         return std::vector<Tensor>{p + b(), p};
+       }},
+      {"add fused into its reader",
+       [&] { return std::vector<Tensor>{lz::tanh(matmul(x(), w()) + b())}; }},
+      {"a column, not a row",
+       [&] {
+         Tensor c = tensor<float>(ramp(6, 0.5f), {6, 1});
+         return std::vector<Tensor>{matmul(x(), w()) + c};
+       }},
+      {"a computed addend",
+       [&] {
+         Tensor r = tensor<float>(ramp(30, 0.1f), {6, 5});
+         return std::vector<Tensor>{matmul(x(), w()) + r * 2.0f};
+       }},
+  };
+  for (auto& [name, program] : cases) {
+    SCOPED_TRACE(name);
+    expect_agree(program, 1e-5, name);
+    const lower::Plan p = plan_of(program());
+    for (const lower::PlanStep& s : p.steps) {
+      EXPECT_FALSE(s.bias || s.residual) << lower::describe_plan(p);
+    }
+  }
+}
+
 // Rule 7: math (a libm call) that a batched product reads transposed is computed in order, then
 // copied transposed: the kernel writing it transposed could not vectorize exp (attention's
 // backward recomputing a causal softmax, 7x slower). Cheap arithmetic stays fused into the copy.

@@ -361,11 +361,18 @@ class CpuProgram final : public Executable {
       in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]], stable[s.inputs[j]]});
     }
     const PlanValue& ov = plan_.values[s.output];
-    interp::MutArray out{ov.dtype, &ov.shape, ptr[s.output]};
-    if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1])) {
-      // Only float32 2-D products fold transposes (lower/fusion.cpp rule 7, the cpu target's
-      // matmul_transpose_dtype), and sgemm takes them all.
-      if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out)) throw Error("cpu backend: sgemm failed");
+    // A product adding a bias row writes the add's value, a reshape of the product (rule 7b).
+    const bool sum = s.bias || s.residual;
+    interp::MutArray out{ov.dtype, sum ? &s.product : &ov.shape, ptr[s.output]};
+    if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1] || sum)) {
+      // Only float32 2-D products fold transposes and add a bias row or a residual
+      // (lower/fusion.cpp rules 7 and 7b, the cpu target's matmul_transpose_dtype and
+      // matmul_bias), and sgemm takes them all.
+      const interp::ConstArray* bias = s.bias ? &in[2] : nullptr;
+      const interp::ConstArray* residual = s.residual ? &in[s.bias ? 3 : 2] : nullptr;
+      if (!sgemm_2d(in[0], s.trans[0], in[1], s.trans[1], out, bias, residual)) {
+        throw Error("cpu backend: sgemm failed");
+      }
       return;
     }
     std::vector<interp::MutArray> outs{out};
@@ -394,7 +401,7 @@ class CpuBackend : public Backend {
     // Kernels carry their own keys (codegen environment included); a program's hash needs only
     // what changes planning: the planner's version and the matrix-product library.
     Hasher h;
-    h.add_str("cpu-plan-v4");
+    h.add_str("cpu-plan-v5");
     h.add_str(library_id());
     h.add(config().fuse_rows);
     return h.digest();

@@ -41,6 +41,7 @@ lower::Target make_cpu_target() {
   t.name = "cpu";
   t.compiles_elementwise = &compiles_elementwise;
   t.matmul_transpose_dtype = DType::Float32;   // sgemm's 'T' (library_calls.cpp)
+  t.matmul_bias = true;                        // sgemm's beta = 1 over the bias rows
   t.convolution_library = "oneDNN (float32)";  // conv_dnnl.cpp
   t.pooling_library = "planes split across the pool";  // pool_planes.cpp
   t.host_fallbacks = true;

@@ -26,20 +26,40 @@
 namespace lz::cpu {
 namespace {
 
-// C[m, n] = op(A) op(B), cut into blocks of rows (or of columns, when m is small) that the
-// runtime pool computes, each with a single-threaded sgemm.
+// C[m, n] = op(A) op(B) (+ the row `bias` on every row, + the dense [m, n] `residual`, where
+// given), cut into blocks of rows (or of columns, when m is small) that the runtime pool
+// computes, each with a single-threaded sgemm. With addends, each block of C is first filled
+// with them and sgemm adds into it (beta = 1), as addmm does: the block is in cache when sgemm
+// reads it.
 bool gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float* c) {
+          const float* b, int64_t ldb, float* c, const float* bias = nullptr,
+          const float* residual = nullptr) {
   std::atomic<bool> ok{true};
+  const bool sum = bias != nullptr || residual != nullptr;
+  const float beta = sum ? 1.0f : 0.0f;
   auto run = [&](int64_t i0, int64_t i1, bool rows) {
     single_threaded_onednn();
+    if (sum) {
+      const int64_t j0 = rows ? 0 : i0, j1 = rows ? n : i1;
+      for (int64_t r = rows ? i0 : 0; r < (rows ? i1 : m); ++r) {
+        float* row = c + r * n;
+        if (residual == nullptr) {
+          std::copy(bias + j0, bias + j1, row + j0);
+        } else if (bias == nullptr) {
+          std::copy(residual + r * n + j0, residual + r * n + j1, row + j0);
+        } else {
+          for (int64_t j = j0; j < j1; ++j) row[j] = residual[r * n + j] + bias[j];
+        }
+      }
+      if (k == 0) return;
+    }
     dnnl_status_t st;
     if (rows) {
       st = dnnl_sgemm(ta, tb, i1 - i0, n, k, 1.0f, ta == 'N' ? a + i0 * lda : a + i0, lda, b, ldb,
-                      0.0f, c + i0 * n, n);
+                      beta, c + i0 * n, n);
     } else {
       st = dnnl_sgemm(ta, tb, m, i1 - i0, k, 1.0f, a, lda, tb == 'N' ? b + i0 : b + i0 * ldb, ldb,
-                      0.0f, c + i0, n);
+                      beta, c + i0, n);
     }
     if (st != dnnl_success) ok = false;
   };
@@ -95,20 +115,23 @@ std::string library_id() {
 }
 
 bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
-              interp::MutArray out) {
+              interp::MutArray out, const interp::ConstArray* bias,
+              const interp::ConstArray* residual) {
   // a is [m, k] (stored [k, m] when ta), b is [k, n] (stored [n, k] when tb).
   const Shape& o = *out.shape;
   const int64_t m = o[0], n = o[1];
   const int64_t k = ta ? (*a.shape)[0] : (*a.shape)[1];
   auto* c = static_cast<float*>(out.data);
   if (m == 0 || n == 0) return true;
-  if (k == 0) {
+  const auto* row = bias != nullptr ? static_cast<const float*>(bias->data) : nullptr;
+  const auto* res = residual != nullptr ? static_cast<const float*>(residual->data) : nullptr;
+  if (k == 0 && row == nullptr && res == nullptr) {
     std::fill(c, c + m * n, 0.0f);
     return true;
   }
   const int64_t lda = (*a.shape)[1], ldb = (*b.shape)[1];
   return gemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, static_cast<const float*>(a.data), lda,
-              static_cast<const float*>(b.data), ldb, c);
+              static_cast<const float*>(b.data), ldb, c, row, res);
 }
 
 bool library_call(ir::OpKind op, const ir::Attrs& attrs, const std::vector<interp::ConstArray>& in,

@@ -50,9 +50,12 @@ struct GemmCut {
 };
 GemmCut gemm_cut(int64_t m, int64_t n, int64_t k);
 
-// out = op(a) op(b) for float32 2-D operands, a stored transposed when ta (b when tb).
+// out = op(a) op(b) for float32 2-D operands, a stored transposed when ta (b when tb); plus
+// `bias` (a float32 row of out's width) on every row and `residual` (a dense float32 value of
+// out's size), where given.
 bool sgemm_2d(const interp::ConstArray& a, bool ta, const interp::ConstArray& b, bool tb,
-              interp::MutArray out);
+              interp::MutArray out, const interp::ConstArray* bias = nullptr,
+              const interp::ConstArray* residual = nullptr);
 
 // A MatMul (float32 or bfloat16), a convolution or a pooling op through its library; `outs`:
 // one array per output of the op.
