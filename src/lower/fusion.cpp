@@ -454,13 +454,15 @@ void Planner::decide() {
   }
 }
 
-// ---- rule 7b: a bias added by the product's call ----
-// A materialized value that is an add (or a reshape of one: a linear layer's [2, 32, 64] output
-// of its [64, 64] product) of a 2-D float32 product, under reshapes nothing else reads, and a
-// row of the product's width broadcast over the rows (its bias): the product's call adds the row
-// and writes the value, and there is no kernel. Any reshape of the product reads its row-major
-// buffer as it is; the add's last dim must be the product's, so the row meets its columns. Where
-// the add is not materialized it fuses into its reader anyway, and the product stays as it is.
+// ---- rule 7b: a bias and a residual added by the product's call ----
+// A materialized value that is a sum (or a reshape of one: a linear layer's [2, 32, 64] output
+// of its [64, 64] product) of a 2-D float32 product, under reshapes nothing else reads, with a
+// row of the product's width broadcast over the rows (its bias) and/or a materialized value of
+// the sum's shape (a residual): the product's call fills C with them, adds the product, and
+// writes the value; there is no kernel. Any reshape of the product reads its row-major buffer
+// as it is; the sum's last dim must be the product's, so the row meets its columns, and the
+// sizes must agree, so nothing on the product's path is broadcast. Where the sum is not
+// materialized it fuses into its reader anyway, and the product stays as it is.
 void Planner::fold_bias_adds() {
   if (!target_.matmul_bias) return;
   // The value under `o`'s chain of unmaterialized reshapes, each read by nothing else; null

@@ -330,6 +330,24 @@ TEST_F(CpuCompilerFusion, ALinearLayersBiasIsAddedByTheProductsCall) {
        }},
       {"another product as the residual",
        [&] { return std::vector<Tensor>{matmul(x(), w()) + matmul(x(), w() * 2.0f) + b()}; }},
+      // Big enough for the pool to cut C: in blocks of rows, and (a short wide C) of columns,
+      // each block filled with its part of the bias and residual.
+      {"row blocks, bias and residual",
+       [&] {
+         Tensor a = tensor<float>(ramp(256 * 64, 0.001f), {256, 64});
+         Tensor v = tensor<float>(ramp(64 * 128, 0.002f, -0.5f), {64, 128});
+         Tensor c = tensor<float>(ramp(128, 0.01f), {128});
+         Tensor r = tensor<float>(ramp(256 * 128, 0.0003f), {256, 128});
+         return std::vector<Tensor>{matmul(a, v) + c + r};
+       }},
+      {"column blocks, bias and residual",
+       [&] {
+         Tensor a = tensor<float>(ramp(8 * 1024, 0.0002f), {8, 1024});
+         Tensor v = tensor<float>(ramp(1024 * 256, 0.00001f, -0.5f), {1024, 256});
+         Tensor c = tensor<float>(ramp(256, 0.01f), {256});
+         Tensor r = tensor<float>(ramp(8 * 256, 0.001f), {8, 256});
+         return std::vector<Tensor>{matmul(a, v) + c + r};
+       }},
   };
   for (auto& [name, program] : cases) {
     SCOPED_TRACE(name);
@@ -343,12 +361,11 @@ TEST_F(CpuCompilerFusion, ALinearLayersBiasIsAddedByTheProductsCall) {
     EXPECT_EQ(ops_computed(p, lz::ir::OpKind::Add), 0) << lower::describe_plan(p);
   }
   // k = 0: the bias alone.
-  expect_agree(
-      [&] {
-        return std::vector<Tensor>{matmul(tensor<float>({}, {3, 0}), tensor<float>({}, {0, 5})) +
-                                   b()};
-      },
-      1e-6, "k = 0");
+  auto k0 = [&] {
+    return std::vector<Tensor>{matmul(tensor<float>({}, {3, 0}), tensor<float>({}, {0, 5})) + b()};
+  };
+  expect_agree(k0, 1e-6, "k = 0");
+  EXPECT_TRUE(plan_of(k0()).steps.back().bias);
 }
 
 // Not where the product is read elsewhere, the add fuses into its reader, or an addend is neither
