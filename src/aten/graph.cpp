@@ -248,22 +248,6 @@ Args materialize_all(const std::vector<Graph::Template>& ts, const Args& values)
   return out;
 }
 
-// Closes a user-op scope on every way out of a step.
-class UserOp {
- public:
-  explicit UserOp(const std::string& name)
-      : open_(!name.empty()), outer_(open_ && ir::enter_user_op(name)) {}
-  ~UserOp() {
-    if (open_) ir::exit_user_op(outer_);
-  }
-  UserOp(const UserOp&) = delete;
-  UserOp& operator=(const UserOp&) = delete;
-
- private:
-  bool open_;
-  bool outer_;
-};
-
 }  // namespace
 
 Graph::Template Graph::value(Arg a) {
@@ -324,7 +308,7 @@ int Graph::call(const Entry& entry, std::vector<Template> args,
   s.entry = &entry;
   s.args = std::move(args);
   s.result_dtypes = std::move(result_dtypes);
-  s.user_op = std::move(user_op);
+  if (!user_op.empty()) s.user_op = ir::intern_user_op(user_op);  // once, not per record
   return add(std::move(s));
 }
 
@@ -382,7 +366,7 @@ void Graph::record_steps(const Args& inputs, Call& call, Args& values) const {
         break;
       case Kind::Call: {
         Args args = materialize_all(s.args, values);
-        UserOp scope(s.user_op);
+        ir::UserOpScope scope(s.user_op);  // no name: leaves an enclosing scope as it is
         values.push_back(
             lower(*s.entry, args, call, s.result_dtypes ? &*s.result_dtypes : nullptr));
         break;

@@ -93,7 +93,7 @@ class Graph {
     int op = 0;  // SizeOp
     std::vector<Template> args;
     std::optional<std::vector<std::optional<DType>>> result_dtypes;
-    std::string user_op;
+    const char* user_op = nullptr;  // interned (ir::intern_user_op), or none
     Arg constant;
     int of = -1;  // Item
     int64_t index = 0;

@@ -22,12 +22,16 @@ UserOpScope::~UserOpScope() {
   if (outer_) t_user_op = nullptr;
 }
 
-bool enter_user_op(const std::string& name) {
-  if (t_user_op) return false;
+const char* intern_user_op(const std::string& name) {
   static std::mutex mu;  // guards names
   static std::set<std::string> names;
   std::lock_guard<std::mutex> l(mu);
-  t_user_op = names.insert(name).first->c_str();
+  return names.insert(name).first->c_str();
+}
+
+bool enter_user_op(const std::string& name) {
+  if (t_user_op) return false;
+  t_user_op = intern_user_op(name);
   return true;
 }
 

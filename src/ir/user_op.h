@@ -20,6 +20,9 @@ class UserOpScope {
   bool outer_;
 };
 
+// `name` interned: a copy that lives as long as the process, for a UserOpScope opened many
+// times over (a front end's graph recorded once per input signature).
+const char* intern_user_op(const std::string& name);
 // The same for a frontend that cannot hold a C++ object (Python): enter returns whether this was
 // the outermost scope, to be handed to exit. Names are interned.
 bool enter_user_op(const std::string& name);

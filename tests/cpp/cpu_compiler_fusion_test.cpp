@@ -303,6 +303,13 @@ TEST_F(CpuCompilerFusion, ALinearLayersBiasIsAddedByTheProductsCall) {
   auto x = [] { return tensor<float>(ramp(6 * 4, 0.05f), {6, 4}); };
   auto w = [] { return tensor<float>(ramp(4 * 5, 0.03f, -0.2f), {4, 5}); };
   auto b = [] { return tensor<float>(ramp(5, 0.5f, -1.0f), {5}); };
+  // [m, k] x [k, n] + bias + residual.
+  auto blocks = [](int64_t m, int64_t k, int64_t n) {
+    Tensor a = tensor<float>(ramp(m * k, 0.2f / static_cast<float>(m * k)), {m, k});
+    Tensor v = tensor<float>(ramp(k * n, 1.0f / static_cast<float>(k * n), -0.5f), {k, n});
+    Tensor r = tensor<float>(ramp(m * n, 0.1f / static_cast<float>(m * n)), {m, n});
+    return std::vector<Tensor>{matmul(a, v) + tensor<float>(ramp(n, 0.01f), {n}) + r};
+  };
   std::vector<std::pair<std::string, std::function<std::vector<Tensor>()>>> cases = {
       {"2-D", [&] { return std::vector<Tensor>{matmul(x(), w()) + b()}; }},
       {"bias first, reshaped",
@@ -332,22 +339,8 @@ TEST_F(CpuCompilerFusion, ALinearLayersBiasIsAddedByTheProductsCall) {
        [&] { return std::vector<Tensor>{matmul(x(), w()) + matmul(x(), w() * 2.0f) + b()}; }},
       // Big enough for the pool to cut C: in blocks of rows, and (a short wide C) of columns,
       // each block filled with its part of the bias and residual.
-      {"row blocks, bias and residual",
-       [&] {
-         Tensor a = tensor<float>(ramp(256 * 64, 0.001f), {256, 64});
-         Tensor v = tensor<float>(ramp(64 * 128, 0.002f, -0.5f), {64, 128});
-         Tensor c = tensor<float>(ramp(128, 0.01f), {128});
-         Tensor r = tensor<float>(ramp(256 * 128, 0.0003f), {256, 128});
-         return std::vector<Tensor>{matmul(a, v) + c + r};
-       }},
-      {"column blocks, bias and residual",
-       [&] {
-         Tensor a = tensor<float>(ramp(8 * 1024, 0.0002f), {8, 1024});
-         Tensor v = tensor<float>(ramp(1024 * 256, 0.00001f, -0.5f), {1024, 256});
-         Tensor c = tensor<float>(ramp(256, 0.01f), {256});
-         Tensor r = tensor<float>(ramp(8 * 256, 0.001f), {8, 256});
-         return std::vector<Tensor>{matmul(a, v) + c + r};
-       }},
+      {"row blocks, bias and residual", [&] { return blocks(256, 64, 128); }},
+      {"column blocks, bias and residual", [&] { return blocks(8, 1024, 256); }},
   };
   for (auto& [name, program] : cases) {
     SCOPED_TRACE(name);

@@ -412,15 +412,14 @@ def node_of_error(gm: "torch.fx.GraphModule", message: str) -> Optional["torch.f
 
 class AtenGraph:
     """A graph converted to the table's C++ form (src/aten/graph.h, `_C._aten.Graph`): `graph`;
-    `spec`, its output's structure; `calls`, (node position, value index) of each call, whose
-    results a checked recording compares with the node's metadata; `positions`, the node
-    position of each value. Positions, not nodes: a node holds its GraphModule, which would
-    then never leave the cache that holds this."""
-    __slots__ = ("graph", "spec", "calls", "positions", "code")
+    `spec`, its output's structure; `calls`, the value index of each call, whose result a
+    checked recording compares with its node's metadata; `positions`, the node position of each
+    value. Positions, not nodes: a node holds its GraphModule, which would then never leave the
+    cache that holds this."""
+    __slots__ = ("graph", "spec", "calls", "positions")
 
-    def __init__(self, graph, spec, calls, positions, code):
-        self.graph, self.spec, self.calls, self.positions, self.code = (
-            graph, spec, calls, positions, code)
+    def __init__(self, graph, spec, calls, positions):
+        self.graph, self.spec, self.calls, self.positions = graph, spec, calls, positions
 
 
 # GraphModule -> (its code when converted, AtenGraph or None).
@@ -481,7 +480,7 @@ def _convert(gm) -> AtenGraph:
                 raise NotImplementedError(f"{node.target} updates a constant of the graph")
             index[node] = g.call(e, [arg(a) for a in normalize(node.target, node.args, node.kwargs)],
                                  _result_dtypes(node), user_op_name(node))
-            calls.append((position, index[node]))
+            calls.append(index[node])
         elif node.op == "output":
             flat, spec = torch.utils._pytree.tree_flatten(node.args[0])
             g.set_outputs([arg(x) for x in flat])
@@ -491,7 +490,7 @@ def _convert(gm) -> AtenGraph:
             positions.append(position)
     if spec is None:
         raise NotImplementedError("a graph without an output")
-    return AtenGraph(g, spec, calls, positions, getattr(gm, "_code", None))
+    return AtenGraph(g, spec, calls, positions)
 
 
 def interpret(gm: "torch.fx.GraphModule", *args, call=None, check=True):
@@ -523,21 +522,14 @@ def interpret(gm: "torch.fx.GraphModule", *args, call=None, check=True):
     except Exception:
         failed = _A.last_failed_value()
         if 0 <= failed < len(converted.positions):
-            node = _node_at(gm, converted.positions[failed])  # noqa: F841  (read by the bridge)
+            node = list(gm.graph.nodes)[converted.positions[failed]]  # noqa: F841  (the bridge reads it)
         raise
     if check:
         nodes = list(gm.graph.nodes)
-        for position, i in converted.calls:
-            node = nodes[position]
+        for i in converted.calls:
+            node = nodes[converted.positions[i]]
             _check_result(node, values[i])
     return torch.utils._pytree.tree_unflatten(outs, converted.spec)
-
-
-def _node_at(gm, position):
-    for p, node in enumerate(gm.graph.nodes):
-        if p == position:
-            return node
-    return None
 
 
 def _interpret_in_python(gm, args, call):

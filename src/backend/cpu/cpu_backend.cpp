@@ -361,7 +361,7 @@ class CpuProgram final : public Executable {
       in.push_back({s.in_dtypes[j], &s.in_shapes[j], ptr[s.inputs[j]], stable[s.inputs[j]]});
     }
     const PlanValue& ov = plan_.values[s.output];
-    // A product adding a bias row writes the add's value, a reshape of the product (rule 7b).
+    // A product computing a sum (rule 7b) writes the sum's value, a reshape of the product.
     const bool sum = s.bias || s.residual;
     interp::MutArray out{ov.dtype, sum ? &s.product : &ov.shape, ptr[s.output]};
     if (s.kind == PlanStep::MatMul && (s.trans[0] || s.trans[1] || sum)) {
