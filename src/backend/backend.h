@@ -99,6 +99,11 @@ class Executable {
   // run is, in words, one entry per slot of StepTimes::ns. Empty: the backend times whole runs
   // only.
   virtual std::vector<StepLabel> step_labels() const { return {}; }
+
+  // Called when a run of it is scheduled, before the inputs are bound and the run is handed to
+  // the thread that runs it: the backend may get ready for it meanwhile (the cpu backend wakes
+  // its pool's sleeping workers, so the run's first parallel step finds them awake).
+  virtual void about_to_run() const {}
 };
 
 class Backend {

@@ -69,6 +69,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t align,
   if (mine == chunks) LZ_COUNTER("PoolSplitJobsRunAlone", 1);  // no worker arrived in time
 }
 
+void ThreadPool::wake() {
+  if (sleepers_.load(std::memory_order_relaxed) == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(sleep_mu_);
+    ++wakes_;
+  }
+  sleep_cv_.notify_all();
+  LZ_COUNTER("PoolWakes", 1);
+}
+
 void ThreadPool::run_all(const std::vector<std::function<void()>>& tasks) {
   if (tasks.empty()) return;
   if (tasks.size() == 1 || num_threads_ == 1 || t_in_pool_task) {
@@ -166,6 +176,10 @@ void ThreadPool::worker_loop(int index) {
   uint32_t seen = 0;      // generation 0 is the empty word the pool starts with
   uint32_t generation = 0;
   while (wait_for_job(seen, &generation)) {
+    if (generation == seen) {  // woken without a job (wake()): spin for one
+      LZ_COUNTER("PoolWorkerRoused", 1);
+      continue;
+    }
     seen = generation;
     take_units(generation);
   }
@@ -179,7 +193,8 @@ bool ThreadPool::wait_for_job(uint32_t seen, uint32_t* generation) {
   if (!spin_until(kSpinNs, ready)) {
     std::unique_lock<std::mutex> lock(sleep_mu_);
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    sleep_cv_.wait(lock, ready);
+    const uint64_t wakes = wakes_;
+    sleep_cv_.wait(lock, [&] { return ready() || wakes_ != wakes; });
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
   }
   return !stop_.load(std::memory_order_relaxed);

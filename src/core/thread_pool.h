@@ -19,6 +19,11 @@
 //   is not running does not hold a unit, and the caller runs the job alone. Counted per
 //   parallel_for job that was split: `PoolSplitJobs`, and `PoolSplitJobsRunAlone` when the caller
 //   ran every chunk itself (bench/busy_bench.py prints both; RESULTS.md 19).
+// - wake() rouses the sleeping workers ahead of a job (counted `PoolWakes`; each worker roused
+//   counts `PoolWorkerRoused`), so they are spinning when it comes: a compiled program calls it
+//   when its run is scheduled (Executable::about_to_run), because a training step's programs
+//   come after Python that outlasts the spin, and the late worker cost its first split step
+//   20-40 us (RESULTS.md 32).
 //
 // Contracts:
 // - Exceptions: every unit runs even when an earlier one threw; the first exception is rethrown in
@@ -95,13 +100,23 @@ class ThreadPool {
   // at a time, so uneven tasks balance), and returns when all are done. For parallel compiles.
   void run_all(const std::vector<std::function<void()>>& tasks);
 
+  // Wakes the sleeping workers without a job, so they spin (kSpinNs) waiting for one: called
+  // where parallel work is about to start (a compiled program's run), so its first split job
+  // finds them awake instead of paying their wake-up, tens of microseconds on a VM. Cheap when
+  // no worker sleeps (one load).
+  void wake();
+
+  // Workers asleep now (not spinning, not running a unit): for tests and diagnostics.
+  int sleeping_workers() const { return sleepers_.load(std::memory_order_relaxed); }
+
  private:
   using UnitFn = void (*)(const void* ctx, int64_t unit);
   static constexpr int64_t kSpinNs = 75'000;  // spin before sleeping (worker) or blocking (caller)
 
   int64_t run_job(int64_t units, UnitFn fn, const void* ctx);  // returns the caller's units
   void worker_loop(int index);
-  bool wait_for_job(uint32_t seen, uint32_t* generation);  // false: the pool is stopping
+  // false: the pool is stopping. *generation == seen: woken by wake(), without a job.
+  bool wait_for_job(uint32_t seen, uint32_t* generation);
   int64_t take_units(uint32_t generation);  // returns how many units this thread ran
   void wait_until_done();
 
@@ -123,6 +138,7 @@ class ThreadPool {
   alignas(64) std::atomic<int64_t> pending_{0};  // units not yet finished
   std::atomic<bool> caller_sleeping_{false};
   alignas(64) std::atomic<int> sleepers_{0};
+  uint64_t wakes_ = 0;  // wake() calls (guarded by sleep_mu_)
   std::atomic<bool> stop_{false};
 
   std::mutex sleep_mu_;

@@ -188,6 +188,7 @@ ScheduledRun run_compiled(const CompiledProgram& program, const std::vector<Buff
 ScheduledRun run_compiled(const CompiledProgram& program, std::vector<SlotPtr> param_slots,
                           std::vector<std::pair<int, int>> donations, const BindOutputs& bind,
                           bool caller_waits) {
+  program.exe->about_to_run();
   ScheduledRun run{std::make_shared<Execution>(), {}};
   const ProgramFacts& facts = *program.facts;
   run.outputs.reserve(facts.root_types.size());

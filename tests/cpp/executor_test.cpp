@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "core/buffer.h"
 #include "core/config.h"
+#include "core/thread_pool.h"
 #include "exec/device_executor.h"
 #include "ir/shape_inference.h"
 #include "test_util.h"
@@ -19,6 +20,39 @@ namespace {
 
 using Executor = testing::RuntimeTest;
 using TensorStates = testing::RuntimeTest;
+
+// A compiled program with a step big enough to split across the pool wakes the pool's sleeping
+// workers when its run is scheduled (Executable::about_to_run), so that step finds them awake; a
+// program whose steps all run inline leaves them asleep. Counted, never timed.
+TEST_F(Executor, AProgramThatSplitsAStepWakesTheSleepingPoolBeforeItRuns) {
+  ThreadPool& pool = runtime_pool();
+  if (config().backend != "cpu" || pool.num_threads() < 2)
+    GTEST_SKIP() << "needs the cpu backend and 2 threads";
+  Tensor big = tensor<float>(testing::random_values(1 << 20, 1), {1 << 20});
+  Tensor small = tensor<float>({1, 2, 3, 4}, {4});
+  auto step = [](const Tensor& x) {
+    Tensor y = lz::exp(x) + 1.0f;
+    lz::sync(true);
+    return y;
+  };
+  step(big);  // compiled, and both inputs on the device from now on
+  step(small);
+  auto all_asleep = [&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (pool.sleeping_workers() != pool.num_threads() - 1) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return true;
+  };
+  ASSERT_TRUE(all_asleep());
+  const int64_t wakes = counter("PoolWakes");
+  step(small);
+  EXPECT_EQ(counter("PoolWakes"), wakes);
+  ASSERT_TRUE(all_asleep());
+  step(big);
+  EXPECT_EQ(counter("PoolWakes") - wakes, 1);
+}
 
 TEST_F(TensorStates, HostThenDeviceDataThenIrThenDeviceData) {
   Tensor a = tensor<float>({1, 2, 3}, {3});

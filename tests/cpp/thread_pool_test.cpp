@@ -303,6 +303,40 @@ TEST(ThreadPool, DestructorJoinsFreshBusyAndSleepingWorkers) {
   SUCCEED();  // reaching here is the test: a hang fails it through the test timeout
 }
 
+// Polls until `pred` holds (10 s at most: a failure, not a hang); nothing here measures time.
+template <class Pred>
+bool eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
+TEST(ThreadPool, WakeRousesEverySleepingWorkerWithoutAJobAndTheySleepAgain) {
+  ThreadPool pool(3);
+  ASSERT_TRUE(eventually([&] { return pool.sleeping_workers() == 2; }));  // past their spin
+  const int64_t wakes = counter_value("PoolWakes"), roused = counter_value("PoolWorkerRoused");
+  pool.wake();
+  EXPECT_EQ(counter_value("PoolWakes") - wakes, 1);
+  ASSERT_TRUE(eventually([&] { return counter_value("PoolWorkerRoused") - roused == 2; }));
+  // Nothing ran; having spun for a job that did not come, they sleep again, and still work.
+  ASSERT_TRUE(eventually([&] { return pool.sleeping_workers() == 2; }));
+  EXPECT_EQ(counter_value("PoolWorkerRoused") - roused, 2);
+  std::atomic<int64_t> covered{0};
+  pool.parallel_for(3000, 1, 1, [&](int64_t b, int64_t e) { covered += e - b; });
+  EXPECT_EQ(covered.load(), 3000);
+}
+
+TEST(ThreadPool, WakeWithNoWorkerAsleepDoesNothing) {
+  ThreadPool single(1);  // no workers at all
+  const int64_t wakes = counter_value("PoolWakes");
+  single.wake();
+  EXPECT_EQ(counter_value("PoolWakes"), wakes);
+  EXPECT_EQ(single.sleeping_workers(), 0);
+}
+
 TEST(ThreadPool, RuntimePoolIsOneProcessWideInstance) {
   ThreadPool& pool = runtime_pool();
   EXPECT_EQ(&pool, &runtime_pool());

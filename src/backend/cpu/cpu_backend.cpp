@@ -128,6 +128,7 @@ class CpuProgram final : public Executable {
           (s.kind == PlanStep::Library && ir::op_info(s.op).cls == ir::OpClass::Collective)) {
         last_fallible_ = static_cast<int>(i);
       }
+      splits_ = splits_ || may_split(s);
     }
   }
 
@@ -311,6 +312,31 @@ class CpuProgram final : public Executable {
 
   const Plan& plan() const { return plan_; }
 
+  // Whether running step `s` may cut it into chunks for the pool (parallel_for's rule, with the
+  // chunking run_step and the product calls use); library calls other than 2-D products are
+  // assumed to.
+  static bool may_split(const PlanStep& s) {
+    if (runtime_pool().num_threads() < 2) return false;
+    if (s.kind == PlanStep::Kernel) {
+      return s.range >= 2 * std::max<int64_t>(cpu_launch_of(s.launch).grain, 1);
+    }
+    if (s.kind == PlanStep::MatMul && s.in_shapes.size() >= 2 && s.in_shapes[0].size() == 2 &&
+        s.in_shapes[1].size() == 2) {
+      const int64_t m = s.in_shapes[0][s.trans[0] ? 1 : 0], k = s.in_shapes[0][s.trans[0] ? 0 : 1];
+      const int64_t n = s.in_shapes[1][s.trans[1] ? 0 : 1];
+      const GemmCut cut = gemm_cut(m, n, k);
+      return cut.extent >= 2 * std::max<int64_t>(cut.grain, 1);
+    }
+    return s.kind != PlanStep::Fallback;
+  }
+
+  // A run that will split a step across the pool wakes its sleeping workers now: after the
+  // Python between two programs (a training step's forward and backward) they sleep, and a
+  // worker woken by the first split job arrives tens of microseconds late (bench/RESULTS.md 32).
+  void about_to_run() const override {
+    if (splits_) runtime_pool().wake();
+  }
+
   std::vector<StepLabel> step_labels() const override {
     std::vector<StepLabel> out;
     for (lower::StepWords& w : lower::describe_steps(plan_))
@@ -392,6 +418,7 @@ class CpuProgram final : public Executable {
   std::vector<std::shared_ptr<LoadedKernel>> kernels_;
   std::vector<Counter*> counters_;
   int last_fallible_ = -1;  // the last step that can throw on bad data (a fallback)
+  bool splits_ = false;     // some step may split across the pool (may_split)
 };
 
 class CpuBackend : public Backend {
