@@ -52,4 +52,10 @@ inline const LibmFn* libm_fn(OpKind k) {
   return nullptr;
 }
 
+// Whether a kernel computing op k calls a math library function: a libm row, or an op whose
+// code calls one (sigmoid's exp, gelu's erf; backend/cpu/jit/emit_expr.cpp).
+inline bool calls_libm(OpKind k) {
+  return libm_fn(k) != nullptr || k == OpKind::Sigmoid || k == OpKind::Gelu;
+}
+
 }  // namespace lz::ir

@@ -236,9 +236,7 @@ bool Planner::calls_math(const Node* n) const {
     if (mat_[idx(m)] || !seen.insert(m).second) continue;
     const Kind k = kind_of(m);
     if (k != Kind::Fusible && k != Kind::View) continue;
-    if (ir::libm_fn(m->op) != nullptr || m->op == OpKind::Sigmoid || m->op == OpKind::Gelu) {
-      return true;
-    }
+    if (ir::calls_libm(m->op)) return true;
     for (const ir::Value& v : m->operands) todo.push_back(v.node.get());
   }
   return false;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/libm.h"
 #include "lazuli/error.h"
 #include "lower/planner.h"
 
@@ -277,7 +278,9 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   step.range = total;
   if (target_.launch) {
     const bool whole_rows = scheme == Scheme::RowReduce || scheme == Scheme::RowFused;
-    step.launch = target_.launch({total, reduce_total, whole_rows, s.out_dtype});
+    int64_t math = 0;
+    for (const KExpr& e : s.exprs) math += ir::calls_libm(e.op) ? 1 : 0;
+    step.launch = target_.launch({total, reduce_total, whole_rows, s.out_dtype, math});
   }
   step.node = kb.checks.empty() ? -1 : kb.checks[0].node;
   step.inputs = kb.input_value;

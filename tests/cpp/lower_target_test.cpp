@@ -125,5 +125,27 @@ TEST_F(LowerTarget, TheCpuTargetCutsKernelsAtWholeCacheLinesAndRowsWhole) {
   EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({1, 1 << 20, true, DType::Float32})).grain, 1);
 }
 
+TEST_F(LowerTarget, TheCpuTargetCutsKernelsThatCallMathIntoFewerPointsPerPiece) {
+  const int64_t w = 1 + cpu::kMathCallWeight;
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({64000, 1, false, DType::Float32, 1})).grain,
+            cpu::kGrainElements / w);
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({64000, 1, false, DType::Float32, 2})).grain,
+            cpu::kGrainElements / (1 + 2 * cpu::kMathCallWeight));
+  EXPECT_EQ(cpu::cpu_launch_of(cpu::cpu_launch({64, 1000, true, DType::Float32, 1})).grain,
+            cpu::kGrainElements / (1000 * w));
+  // The planner counts a kernel's math calls: exp's kernel is cut finer than a multiply's, and
+  // tanh(exp(x)) finer still; the kernels themselves do not change (the launch is an argument).
+  Tensor x = tensor<float>(ramp(64 * 1000), {64, 1000});
+  const std::vector<Tensor> ts{x * 2.0f, lz::exp(x), lz::tanh(lz::exp(x * 0.5f))};
+  const lower::Plan p = plan_of(ts);
+  std::vector<int64_t> grains;
+  for (const lower::PlanStep& s : p.steps) {
+    if (s.kind == lower::PlanStep::Kernel) grains.push_back(cpu::cpu_launch_of(s.launch).grain);
+  }
+  EXPECT_EQ(grains, (std::vector<int64_t>{cpu::kGrainElements, cpu::kGrainElements / w,
+                                          cpu::kGrainElements / (1 + 2 * cpu::kMathCallWeight)}))
+      << lower::describe_plan(p);
+}
+
 }  // namespace
 }  // namespace lz

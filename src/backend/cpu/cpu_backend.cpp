@@ -428,7 +428,7 @@ class CpuBackend : public Backend {
     // Kernels carry their own keys (codegen environment included); a program's hash needs only
     // what changes planning: the planner's version and the matrix-product library.
     Hasher h;
-    h.add_str("cpu-plan-v5");
+    h.add_str("cpu-plan-v6");
     h.add_str(library_id());
     h.add(config().fuse_rows);
     return h.digest();

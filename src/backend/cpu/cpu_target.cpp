@@ -53,7 +53,8 @@ lower::Target make_cpu_target() {
 }  // namespace
 
 lower::Launch cpu_launch(const lower::KernelExtent& k) {
-  const int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, k.folded));
+  const int64_t weight = std::max<int64_t>(1, k.folded) * (1 + kMathCallWeight * k.math);
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / weight);
   const int64_t align =
       k.whole_rows ? 1
                    : std::max<int64_t>(kMinAlignElements,

@@ -15,7 +15,8 @@ namespace lz::cpu::jit {
 
 std::vector<llvm::Value*> Emitter::loop(
     llvm::Value* lo, llvm::Value* hi, std::vector<llvm::Value*> init,
-    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& body) {
+    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& body,
+    bool interleave) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
   auto* bodybb = llvm::BasicBlock::Create(ctx_, "body", fn_);
@@ -37,7 +38,16 @@ std::vector<llvm::Value*> Emitter::loop(
   std::vector<llvm::Value*> next = body(i, carried);
   llvm::Value* inext = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
   llvm::BasicBlock* latch = b_.GetInsertBlock();
-  b_.CreateBr(header);
+  llvm::BranchInst* back = b_.CreateBr(header);
+  if (!interleave) {
+    llvm::Metadata* count[] = {llvm::MDString::get(ctx_, "llvm.loop.interleave.count"),
+                               llvm::ConstantAsMetadata::get(b_.getInt32(1))};
+    llvm::TempMDTuple self = llvm::MDNode::getTemporary(ctx_, {});
+    llvm::Metadata* ops[] = {self.get(), llvm::MDNode::get(ctx_, count)};
+    llvm::MDNode* md = llvm::MDNode::get(ctx_, ops);
+    md->replaceOperandWith(0, md);
+    back->setMetadata(llvm::LLVMContext::MD_loop, md);
+  }
   i->addIncoming(inext, latch);
   for (size_t k = 0; k < phis.size(); ++k) phis[k]->addIncoming(next[k], latch);
   b_.SetInsertPoint(exit);
@@ -340,17 +350,28 @@ void Emitter::emit_col_tiles(const std::vector<llvm::Value*>& base, llvm::Value*
   });
 }
 
+bool Emitter::calls_math(int upto) const {
+  for (int i = 0; i <= upto && i < static_cast<int>(spec_.exprs.size()); ++i) {
+    if (ir::calls_libm(spec_.exprs[i].op)) return true;
+  }
+  return false;
+}
+
 Emitter::Carried Emitter::row_fold(const std::vector<llvm::Value*>& base, OpKind op, DType t,
                                    int expr) {
   const int rank = spec_.rank, nout = spec_.nout();
   llvm::Value* inner = sizes_[rank - 1];
+  const bool interleave = !calls_math(expr);
   // acc (+) expression over [lo, hi) of the innermost dim.
   auto fold = [&](const std::vector<llvm::Value*>& rb, llvm::Value* lo, llvm::Value* hi,
                   const Carried& c) {
-    return loop(lo, hi, c, [&](llvm::Value* j, const Carried& cc) {
-      std::vector<llvm::Value*> pos = inner_pos(rb, j);
-      return flagged({combine(op, t, cc[0], expression(pos, expr), true)}, cc);
-    });
+    return loop(
+        lo, hi, c,
+        [&](llvm::Value* j, const Carried& cc) {
+          std::vector<llvm::Value*> pos = inner_pos(rb, j);
+          return flagged({combine(op, t, cc[0], expression(pos, expr), true)}, cc);
+        },
+        interleave);
   };
   if ((op == OpKind::ReduceMax || op == OpKind::ReduceMin) && is_float(t)) {
     return float_extreme_fold(base, op, t, expr);
