@@ -20,7 +20,7 @@ struct KernelExtent {
   int64_t folded = 1;       // the points each output point folds (a reduction's extent; else 1)
   bool whole_rows = false;  // each point computes a whole row (row reductions, fused rows)
   DType out_dtype = DType::Float32;
-  int64_t math = 0;         // math library calls per point (ir::calls_libm: exp, tanh, erf...)
+  int64_t math = 0;  // math library calls per point (ir::calls_libm: exp, tanh, erf...)
 };
 
 // A kernel step's launch as its target chose it: kept in the plan step, never read by the

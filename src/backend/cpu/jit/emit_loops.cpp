@@ -15,7 +15,8 @@ namespace lz::cpu::jit {
 
 std::vector<llvm::Value*> Emitter::loop(
     llvm::Value* lo, llvm::Value* hi, std::vector<llvm::Value*> init,
-    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& body,
+    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>&
+        body,
     bool interleave) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);

@@ -129,7 +129,8 @@ class Emitter {
   // spilled and reloaded around it, and four interleaved accumulators made a row sum of exp
   // take twice the time of the exp alone.
   std::vector<llvm::Value*> loop(llvm::Value* lo, llvm::Value* hi, std::vector<llvm::Value*> init,
-                                 const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& body,
+                                 const std::function<std::vector<llvm::Value*>(
+                                     llvm::Value*, const std::vector<llvm::Value*>&)>& body,
                                  bool interleave = true);
   // Whether expressions [0, upto] call a math library function (a libm row of op_table.def,
   // or an op whose code calls one: sigmoid's exp, gelu's erf).
