@@ -102,8 +102,9 @@ class ThreadPool {
 
   // Wakes the sleeping workers without a job, so they spin (kSpinNs) waiting for one: called
   // where parallel work is about to start (a compiled program's run), so its first split job
-  // finds them awake instead of paying their wake-up, tens of microseconds on a VM. Cheap when
-  // no worker sleeps (one load).
+  // finds them awake instead of paying their wake-up, tens of microseconds on a VM. A hint,
+  // best-effort: a worker just going to sleep may miss it (it then wakes for the job as
+  // before). Cheap when no worker sleeps (one load).
   void wake();
 
   // Workers asleep now (not spinning, not running a unit): for tests and diagnostics.

@@ -279,7 +279,10 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   if (target_.launch) {
     const bool whole_rows = scheme == Scheme::RowReduce || scheme == Scheme::RowFused;
     int64_t math = 0;
-    for (const KExpr& e : s.exprs) math += ir::calls_libm(e.op) ? 1 : 0;
+    for (const KExpr& e : s.exprs) {
+      // A normal draw calls scalar log and cos per point (emit_expr.cpp's Box-Muller).
+      math += e.op == OpKind::RngNormal ? 2 : ir::calls_libm(e.op) ? 1 : 0;
+    }
     step.launch = target_.launch({total, reduce_total, whole_rows, s.out_dtype, math});
   }
   step.node = kb.checks.empty() ? -1 : kb.checks[0].node;

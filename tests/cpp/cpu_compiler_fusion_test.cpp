@@ -197,6 +197,24 @@ TEST_F(CpuCompilerFusion, DumpKernelsReportsDecisionsAndPseudoC) {
   EXPECT_EQ(debug::tensor_state(y), "ir") << "dump_kernels runs nothing";
 }
 
+// A fold whose expression calls a math function keeps one vector accumulator (interleaving
+// spilled each around the call, RESULTS.md 33); other folds stay interleaved. Values: the op
+// tests against the reference backend.
+TEST_F(CpuCompilerFusion, AFoldOverAMathCallIsNotInterleavedAndOtherFoldsAre) {
+  set_active_backend("cpu");
+  Tensor x = tensor<float>(ramp(64 * 100), {64, 100});
+  const std::string marker = "llvm.loop.interleave.count";
+  const std::string math = debug::dump_kernels({sum(lz::exp(x), {1})}, /*llvm_ir=*/true);
+  EXPECT_NE(math.find(marker), std::string::npos) << math;
+  const std::string plain = debug::dump_kernels({sum(x * x, {1})}, /*llvm_ir=*/true);
+  EXPECT_EQ(plain.find(marker), std::string::npos) << plain;
+  // A row kernel whose second stage folds x * x after a stage over exp: only the first is marked.
+  const std::string rows =
+      debug::dump_kernels({x * sum(lz::exp(x), {1}, true) + sum(x * x, {1}, true)}, true);
+  size_t n = 0;
+  for (size_t at = rows.find(marker); at != std::string::npos; at = rows.find(marker, at + 1)) ++n;
+  EXPECT_EQ(n, 1u) << rows;
+}
 
 TEST_F(CpuCompilerFusion, AChainPastTheKernelSizeLimitSplitsAndStillAgrees) {
   auto program = [] {

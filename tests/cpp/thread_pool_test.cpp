@@ -330,11 +330,19 @@ TEST(ThreadPool, WakeRousesEverySleepingWorkerWithoutAJobAndTheySleepAgain) {
 }
 
 TEST(ThreadPool, WakeWithNoWorkerAsleepDoesNothing) {
-  ThreadPool single(1);  // no workers at all
+  ThreadPool pool(2);
   const int64_t wakes = counter_value("PoolWakes");
+  std::latch both(2);  // both tasks running at once: the only worker runs one of them
+  pool.run_all({[&] { both.arrive_and_wait(); },
+                [&] {
+                  both.arrive_and_wait();
+                  EXPECT_EQ(pool.sleeping_workers(), 0);
+                  pool.wake();
+                }});
+  EXPECT_EQ(counter_value("PoolWakes"), wakes);
+  ThreadPool single(1);  // no workers at all
   single.wake();
   EXPECT_EQ(counter_value("PoolWakes"), wakes);
-  EXPECT_EQ(single.sleeping_workers(), 0);
 }
 
 TEST(ThreadPool, RuntimePoolIsOneProcessWideInstance) {

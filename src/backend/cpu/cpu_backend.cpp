@@ -313,15 +313,18 @@ class CpuProgram final : public Executable {
   const Plan& plan() const { return plan_; }
 
   // Whether running step `s` may cut it into chunks for the pool (parallel_for's rule, with the
-  // chunking run_step and the product calls use); library calls other than 2-D products are
-  // assumed to.
+  // chunking run_step and sgemm's blocks use); other products and library calls (convolutions,
+  // pooling) are assumed to, collectives never do.
   static bool may_split(const PlanStep& s) {
     if (runtime_pool().num_threads() < 2) return false;
     if (s.kind == PlanStep::Kernel) {
       return s.range >= 2 * std::max<int64_t>(cpu_launch_of(s.launch).grain, 1);
     }
+    if (s.kind == PlanStep::Library && ir::op_info(s.op).cls == ir::OpClass::Collective) {
+      return false;  // the engine's call, on this thread or the communication thread
+    }
     if (s.kind == PlanStep::MatMul && s.in_shapes.size() >= 2 && s.in_shapes[0].size() == 2 &&
-        s.in_shapes[1].size() == 2) {
+        s.in_shapes[1].size() == 2 && s.in_dtypes[0] == DType::Float32) {
       const int64_t m = s.in_shapes[0][s.trans[0] ? 1 : 0], k = s.in_shapes[0][s.trans[0] ? 0 : 1];
       const int64_t n = s.in_shapes[1][s.trans[1] ? 0 : 1];
       const GemmCut cut = gemm_cut(m, n, k);

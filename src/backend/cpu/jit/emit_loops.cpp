@@ -351,9 +351,20 @@ void Emitter::emit_col_tiles(const std::vector<llvm::Value*>& base, llvm::Value*
   });
 }
 
-bool Emitter::calls_math(int upto) const {
-  for (int i = 0; i <= upto && i < static_cast<int>(spec_.exprs.size()); ++i) {
-    if (ir::calls_libm(spec_.exprs[i].op)) return true;
+bool Emitter::calls_math(int expr) const {
+  // Expression `expr` and its operands, down to the loads and to the stages (a stage is a row's
+  // value: folded before, not computed per point).
+  std::vector<int> todo{expr};
+  std::vector<bool> seen(spec_.exprs.size(), false);
+  while (!todo.empty()) {
+    const int i = todo.back();
+    todo.pop_back();
+    if (i < 0 || i >= static_cast<int>(spec_.exprs.size()) || seen[i]) continue;
+    seen[i] = true;
+    const KExpr& e = spec_.exprs[i];
+    if (ir::calls_libm(e.op)) return true;
+    if (i != expr && is_stage(e.op)) continue;
+    todo.insert(todo.end(), {e.a, e.b, e.c});
   }
   return false;
 }
@@ -414,17 +425,21 @@ Emitter::Carried Emitter::float_extreme_fold(const std::vector<llvm::Value*>& ba
     return b_.CreateXor(i, b_.CreateLShr(b_.CreateAShr(i, bits - 1), 1));
   };
   llvm::Value* init_key = key(b_.CreateBitCast(reduce_init(op, t), it));
-  Carried fast = nest(
-      nout, rank - 1, base, with_flag({init_key, b_.getInt8(0)}),
-      [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
-        return loop(b_.getInt64(0), sizes_[rank - 1], c, [&](llvm::Value* j, const Carried& cc) {
-          llvm::Value* v = expression(inner_pos(rb, j), expr);
-          llvm::Value* k = key(b_.CreateBitCast(v, it));
-          llvm::Value* better = is_max ? b_.CreateICmpSGT(k, cc[0]) : b_.CreateICmpSLT(k, cc[0]);
-          llvm::Value* nan = b_.CreateOr(cc[1], b_.CreateZExt(is_nan(v), b_.getInt8Ty()));
-          return flagged({b_.CreateSelect(better, k, cc[0]), nan}, cc);
-        });
-      });
+  Carried fast = nest(nout, rank - 1, base, with_flag({init_key, b_.getInt8(0)}),
+                      [&](const std::vector<llvm::Value*>& rb, const Carried& c) {
+                        return loop(
+                            b_.getInt64(0), sizes_[rank - 1], c,
+                            [&](llvm::Value* j, const Carried& cc) {
+                              llvm::Value* v = expression(inner_pos(rb, j), expr);
+                              llvm::Value* k = key(b_.CreateBitCast(v, it));
+                              llvm::Value* better =
+                                  is_max ? b_.CreateICmpSGT(k, cc[0]) : b_.CreateICmpSLT(k, cc[0]);
+                              llvm::Value* nan =
+                                  b_.CreateOr(cc[1], b_.CreateZExt(is_nan(v), b_.getInt8Ty()));
+                              return flagged({b_.CreateSelect(better, k, cc[0]), nan}, cc);
+                            },
+                            !calls_math(expr));
+                      });
   llvm::Value* value = b_.CreateBitCast(key(fast[0]), ft);
   llvm::Value* redo = b_.CreateOr(b_.CreateICmpNE(fast[1], b_.getInt8(0)),
                                   b_.CreateFCmpOEQ(value, llvm::ConstantFP::get(ft, 0.0)));

@@ -127,14 +127,15 @@ class Emitter {
   // `interleave` false: the vectorizer keeps one vector per carried value (loop metadata), for a
   // fold whose body calls a math function (calls_math): every vector live across the call is
   // spilled and reloaded around it, and four interleaved accumulators made a row sum of exp
-  // take twice the time of the exp alone.
+  // take 1.5x the time of the exp alone (bench/RESULTS.md 33).
   std::vector<llvm::Value*> loop(llvm::Value* lo, llvm::Value* hi, std::vector<llvm::Value*> init,
                                  const std::function<std::vector<llvm::Value*>(
                                      llvm::Value*, const std::vector<llvm::Value*>&)>& body,
                                  bool interleave = true);
-  // Whether expressions [0, upto] call a math library function (a libm row of op_table.def,
-  // or an op whose code calls one: sigmoid's exp, gelu's erf).
-  bool calls_math(int upto) const;
+  // Whether computing expression `expr` at a point calls a math library function (a libm row
+  // of op_table.def, or an op whose code calls one: sigmoid's exp, gelu's erf); stages it reads
+  // are the row's values, not computed there.
+  bool calls_math(int expr) const;
 
   int nops() const { return static_cast<int>(ptrs_.size()); }  // inputs, the output, the key
   int out_op() const { return nin_; }
