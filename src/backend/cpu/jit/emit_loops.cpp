@@ -386,7 +386,7 @@ Emitter::Carried Emitter::row_fold(const std::vector<llvm::Value*>& base, OpKind
         interleave);
   };
   if ((op == OpKind::ReduceMax || op == OpKind::ReduceMin) && is_float(t)) {
-    return float_extreme_fold(base, op, t, expr);
+    return float_extreme_fold(base, op, t, expr, interleave);
   }
   if (op != OpKind::ReduceSum || t != DType::Float32) {
     return nest(nout, rank - 1, base, with_flag({reduce_init(op, t)}),
@@ -414,7 +414,7 @@ Emitter::Carried Emitter::row_fold(const std::vector<llvm::Value*>& base, OpKind
 }
 
 Emitter::Carried Emitter::float_extreme_fold(const std::vector<llvm::Value*>& base, OpKind op,
-                                             DType t, int expr) {
+                                             DType t, int expr, bool interleave) {
   const int rank = spec_.rank, nout = spec_.nout();
   const bool is_max = op == OpKind::ReduceMax;
   llvm::Type* ft = reg_type(t);
@@ -438,7 +438,7 @@ Emitter::Carried Emitter::float_extreme_fold(const std::vector<llvm::Value*>& ba
                                   b_.CreateOr(cc[1], b_.CreateZExt(is_nan(v), b_.getInt8Ty()));
                               return flagged({b_.CreateSelect(better, k, cc[0]), nan}, cc);
                             },
-                            !calls_math(expr));
+                            interleave);
                       });
   llvm::Value* value = b_.CreateBitCast(key(fast[0]), ft);
   llvm::Value* redo = b_.CreateOr(b_.CreateICmpNE(fast[1], b_.getInt8(0)),

@@ -213,7 +213,9 @@ class Emitter {
   // integer max/min, and an or of "is NaN". The reference's answer differs from that one only
   // when a NaN is present (the first NaN wins) or the result is a zero (the first zero of the
   // row wins, -0 or +0): those rows fold again in order, the reference's way (a cold path).
-  Carried float_extreme_fold(const std::vector<llvm::Value*>& base, OpKind op, DType t, int expr);
+  // `interleave`: as row_fold decided for `expr` (loop()).
+  Carried float_extreme_fold(const std::vector<llvm::Value*>& base, OpKind op, DType t, int expr,
+                             bool interleave);
 
   // The output's row base for output (row) `o` of [begin, end).
   std::vector<llvm::Value*> row_base(llvm::Value* o);
