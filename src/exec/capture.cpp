@@ -13,6 +13,7 @@
 #include "exec/cut_record.h"
 #include "exec/debug_log.h"
 #include "exec/device_executor.h"
+#include "exec/explain.h"
 #include "exec/graph_executor.h"
 #include "exec/step.h"
 #include "lazuli/capture.h"
@@ -41,20 +42,23 @@ size_t first_alias(const std::vector<TensorImplPtr>& v, size_t i) {
 
 // The tensor part of a call's signature: dtype, shape and view-ness of each argument, which
 // arguments are the same tensor, and the identity of an argument that requires grad (its .grad is
-// one of the record's sinks). Grad mode too: it changes what the body records.
-uint64_t signature(const std::vector<TensorImplPtr>& args, uint64_t extra_key) {
-  Hasher h;
+// one of the record's sinks). Grad mode too: it changes what the body records. *family: the same
+// without the sizes (ranks kept).
+uint64_t signature(const std::vector<TensorImplPtr>& args, uint64_t extra_key, uint64_t* family) {
+  Hasher h, sizes;
   h.add(extra_key).add(autograd::grad_enabled()).add<uint64_t>(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const TensorImplPtr& t = args[i];
     if (!t) throw ValueError("capture: argument " + std::to_string(i) + " is an undefined tensor");
     h.add(t->dtype()).add<uint64_t>(t->shape().size());
-    for (int64_t d : t->shape()) h.add(d);
+    for (int64_t d : t->shape()) sizes.add(d);
     h.add(t->state() == TensorState::View);
     h.add<uint64_t>(first_alias(args, i));
     if (t->requires_grad_flag()) h.add(t->id());
   }
-  return h.digest().lo;
+  Hash128 without_sizes = h.digest();
+  *family = without_sizes.lo;
+  return Hasher().add(without_sizes).add(sizes.digest()).digest().lo;
 }
 
 bool same_tensor(const std::weak_ptr<TensorImpl>& a, const std::weak_ptr<TensorImpl>& b) {
@@ -151,8 +155,12 @@ void add_replay_guard(std::function<bool()> check, uint64_t identity) {
   t_trace->guards.push_back({std::move(check), identity});
 }
 
-std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b) {
-  if (a.program.hash != b.program.hash) {
+std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b, bool across_sizes) {
+  if (across_sizes) {
+    if (!a.key || !b.key) return "a program has no graph key";
+    std::string d = size_only_difference(*b.key, *a.key);
+    if (!d.empty()) return "the programs at the two sizes differ beyond their sizes: " + d;
+  } else if (a.program.hash != b.program.hash) {
     return "the traced programs differ (a Python number or branch that changes between calls is "
            "baked into the graph: pass it as a tensor argument)";
   }
@@ -389,6 +397,7 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
 
   std::vector<TensorImplPtr> outs;
   ProgramCapture pc;
+  pc.want_key = true;
   std::string executed, refused;
   std::vector<ReplayGuard> guards;
   {
@@ -470,11 +479,23 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   if (rec) {
     rec->guards = std::move(guards);
     rec->frontend_data = *frontend_data;
+    rec->key = std::move(pc.key);
     std::string diff = e.pending ? capture_difference(*e.pending, *rec) : "no earlier trace";
+    if (!diff.empty()) {
+      // New sizes of a function settled at other sizes: one trace that matches it suffices.
+      auto settled = settled_.find(e.family);
+      std::shared_ptr<CaptureRecord> other =
+          settled != settled_.end() ? settled->second.lock() : nullptr;
+      if (other && other != e.pending && capture_difference(*other, *rec, true).empty()) {
+        diff.clear();
+        LZ_COUNTER("CaptureSettledAtNewSizes", 1);
+      }
+    }
     if (diff.empty()) {
       e.active = std::move(rec);  // two traces agree: later calls replay
       e.pending.reset();
       e.mismatches = 0;
+      settled_[e.family] = e.active;
     } else {
       // The first calls may differ (state created on the first step); later differences are news.
       if (++e.mismatches > 2) last_reason_ = "consecutive traces differ: " + diff;
@@ -494,15 +515,37 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   return outs;
 }
 
+void CaptureCache::adopt_successors(Entry& e) {
+  CaptureRecord& rec = *e.active;
+  auto orphaned = [](const CaptureSink& s) {
+    return s.kind == CaptureSink::Kind::State && s.created_in_trace && !s.is_grad &&
+           s.tensor.expired();
+  };
+  if (std::none_of(rec.sinks.begin(), rec.sinks.end(), orphaned)) return;
+  auto settled = settled_.find(e.family);
+  std::shared_ptr<CaptureRecord> other =
+      settled != settled_.end() ? settled->second.lock() : nullptr;
+  if (!other || other == e.active || !capture_difference(*other, rec, true).empty()) return;
+  for (size_t i = 0; i < rec.sinks.size(); ++i) {
+    if (orphaned(rec.sinks[i])) rec.sinks[i].tensor = other->sinks[i].tensor;
+  }
+  LZ_COUNTER("CaptureSinksAdopted", 1);
+}
+
 std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& args, uint64_t extra_key,
                                               const Body& body, std::shared_ptr<void>* frontend_data) {
   if (capture_tracing()) throw Error("capture '" + name_ + "': a captured function called while another is traced");
-  uint64_t sig = signature(args, extra_key);
+  uint64_t family = 0;
+  uint64_t sig = signature(args, extra_key, &family);
   auto found = entries_.find(sig);
   if (found == entries_.end()) {
     if (entries_.size() >= kMaxSignatures) {
       entries_.erase(recent_.back());
       recent_.pop_back();
+      // The families whose records all went with their entries.
+      for (auto it = settled_.begin(); it != settled_.end();) {
+        it = it->second.expired() ? settled_.erase(it) : std::next(it);
+      }
       LZ_COUNTER("CaptureSignatureEvicted", 1);
       last_reason_ = "more than " + std::to_string(kMaxSignatures) +
                      " signatures (a Python argument, shape or requires-grad argument that changes "
@@ -516,10 +559,12 @@ std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& 
     recent_.push_front(sig);
     found = entries_.emplace(sig, Entry{}).first;
     found->second.recent = recent_.begin();
+    found->second.family = family;
   } else {
     recent_.splice(recent_.begin(), recent_, found->second.recent);
   }
   Entry& e = found->second;
+  if (e.active) adopt_successors(e);
   if (e.active && !eager_mode()) {
     std::vector<TensorImplPtr> outs;
     std::string why;

@@ -18,7 +18,12 @@
 //   - Two consecutive traces of one signature must give the same record (same program, same
 //     tensors, equal constants) before a call is replayed; code that differs on its first call
 //     (optimizer state created lazily) is traced until it settles, and code that bakes a changing
-//     Python value into the graph is never replayed.
+//     Python value into the graph is never replayed. A signature that differs from a settled one
+//     only in its arguments' sizes settles on its first trace when that trace's record is the
+//     settled one up to sizes: the same tensors and constants, and a program whose nodes differ
+//     only in the attributes of nodes whose own sizes changed (explain.h, size_only_difference).
+//     The settled signature's two traces showed the function stable; a new size is a new shape
+//     of the same program, as the dynamo bridge's new size is a new recording of the same graph.
 //   - Anything a replay depends on that Python computes (a learning rate) is refreshed by a replay
 //     guard the traced code registered (add_replay_guard); a guard that returns false sends the
 //     call back to tracing.
@@ -42,6 +47,8 @@
 #include "tensor/lazy_tensor.h"
 
 namespace lz {
+
+struct GraphKeyInfo;
 
 struct CaptureSource {
   enum class Kind : uint8_t { Arg, State, Const } kind = Kind::Const;
@@ -88,11 +95,15 @@ struct CaptureRecord {
   std::vector<CaptureOutput> outputs;
   std::vector<ReplayGuard> guards;
   std::shared_ptr<void> frontend_data;  // the frontend's own (Python: the output structure)
+  // The program's graph key (exec/explain.h): compares it with a trace at other sizes.
+  std::shared_ptr<const GraphKeyInfo> key;
 };
 
 // "" when two records (two traces of one signature) would replay identically; otherwise the first
-// difference, in user terms.
-std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b);
+// difference, in user terms. across_sizes: the two are traces at different input sizes, and their
+// programs need only be the same up to sizes (explain.h, size_only_difference).
+std::string capture_difference(const CaptureRecord& a, const CaptureRecord& b,
+                               bool across_sizes = false);
 
 // Registers a guard with the trace running on this thread (an error outside a trace).
 void add_replay_guard(std::function<bool()> check, uint64_t identity);
@@ -133,8 +144,13 @@ class CaptureCache {
     std::shared_ptr<CaptureRecord> active;   // settled: replayed
     std::shared_ptr<CaptureRecord> pending;  // the last trace, waiting for a matching one
     int mismatches = 0;                      // traces that did not match the one before
+    uint64_t family = 0;                     // the signature without the arguments' sizes
     std::list<uint64_t>::iterator recent;
   };
+  // The tensors e's settled trace created and kept (a torch .grad, an attribute assigned each
+  // call) die when a trace at other sizes creates their successors; when the family's settled
+  // record is e's up to sizes, its live tensors take their places, and a replay writes those.
+  void adopt_successors(Entry& e);
   std::vector<internal::TensorImplPtr> trace(Entry& e, const std::vector<internal::TensorImplPtr>& args,
                                              const Body& body, std::shared_ptr<void>* frontend_data);
 
@@ -144,6 +160,9 @@ class CaptureCache {
   std::string name_;
   bool full_graph_;
   std::unordered_map<uint64_t, Entry> entries_;
+  // Per family (a signature up to the arguments' sizes), the record settled last: a trace at new
+  // sizes that matches it up to sizes settles at once (one trace per new size, not two).
+  std::unordered_map<uint64_t, std::weak_ptr<CaptureRecord>> settled_;
   std::list<uint64_t> recent_;  // signatures, most recent first
   int64_t traces_ = 0, replays_ = 0;
   std::string last_reason_;

@@ -392,8 +392,46 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
     k.types.push_back(type_str(n->dtype, n->shape));
     k.user_ops.push_back(n->user_op);
     k.sorts.push_back(Hasher().add(n->op).add(n->dtype).add<uint64_t>(n->shape.size()).digest().lo);
+    uint64_t operand_types = 0;
+    if (!n->operands.empty()) {
+      Hasher t;
+      for (const ir::Value& v : n->operands) {
+        t.add(v.dtype()).add<uint64_t>(v.shape().size());
+        for (int64_t d : v.shape()) t.add(d);
+      }
+      operand_types = t.digest().lo;
+    }
+    k.operand_types.push_back(operand_types);
   }
   return k;
+}
+
+std::string size_only_difference(const GraphKeyInfo& now, const GraphKeyInfo& before) {
+  if (now.env != before.env) return "the compile environment changed";
+  if (now.wiring != before.wiring || now.sorts != before.sorts) {
+    return "the graph's structure differs (" + std::to_string(before.ops.size()) + " -> " +
+           std::to_string(now.ops.size()) + " nodes, or other ops, dtypes or ranks)";
+  }
+  if (now.param_sequence != before.param_sequence || now.params.size() != before.params.size()) {
+    return "the inputs alias differently";
+  }
+  for (size_t i = 0; i < now.params.size(); ++i) {
+    if (now.params[i].dtype != before.params[i].dtype)
+      return "input " + std::to_string(i) + " changed dtype";
+  }
+  if (now.donations != before.donations) return "the set of donated buffers differs";
+  if (now.roots.size() != before.roots.size()) return "the number of outputs differs";
+  for (size_t i = 0; i < now.ops.size(); ++i) {
+    if (now.ops[i] == ir::OpKind::DeviceData || now.node_hashes[i] == before.node_hashes[i])
+      continue;
+    const bool sizes_same =
+        now.types[i] == before.types[i] && now.operand_types[i] == before.operand_types[i];
+    if (sizes_same || now.ops[i] == ir::OpKind::Constant) {
+      return "an attribute of node " + std::to_string(i) + " (" + node_text(now, i) +
+             ") changed although neither its sizes nor its operands' did";
+    }
+  }
+  return "";
 }
 
 std::string program_key(const std::string& name) { return std::string(kProgramPrefix) + name; }

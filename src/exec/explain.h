@@ -38,6 +38,7 @@ struct GraphKeyInfo {
   std::vector<std::string> types;    // post-order: "float32[4, 3]"
   std::vector<const char*> user_ops;  // post-order: the op the user called (ir::Node::user_op), or null
   std::vector<uint64_t> sorts;       // post-order: op, dtype and rank (not sizes) of each node
+  std::vector<uint64_t> operand_types;  // post-order: the operands' dtypes and shapes (0: a leaf)
   // Post-order, per node: op, operand positions and parameter slot, never shapes or attributes;
   // two graphs whose wirings are equal match node for node up to shapes and attributes.
   std::vector<uint64_t> wiring;
@@ -51,6 +52,14 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
                                 const Roots& roots, const PostOrder& po,
                                 const std::vector<std::pair<int, int>>& donations,
                                 bool value_read = false);
+
+// "" when `now` is the graph `before` at other sizes (a captured function called with new input
+// sizes; exec/capture.cpp): the same environment, wiring, inputs' dtypes, aliasing and donations,
+// every node the same op, dtype and rank, equal constants, and the same attributes wherever
+// neither the node's type nor its operands' changed (so attributes may differ only where sizes
+// did: a view's target shape, a slice bound, an iota's length, a slice's gradient into an
+// unchanged table). Otherwise the first difference, in words.
+std::string size_only_difference(const GraphKeyInfo& now, const GraphKeyInfo& before);
 
 struct Explanation {
   std::string cause;  // new-call-site | environment | input-shape | input-dtype | new-live-tensor |

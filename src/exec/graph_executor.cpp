@@ -486,12 +486,17 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     if (!collectives.empty())
       cut_site = line.empty() ? std::string(cut_reason_id(cfg.reason)) : line;
     std::shared_ptr<Executable> exe = lookup_or_compile(res.hash, roots, po, record);
-    if (record.compiled) {
+    const bool want_key = cfg.capture && cfg.capture->want_key;
+    std::shared_ptr<const GraphKeyInfo> key;
+    if (record.compiled || want_key) {
       std::string site = !cfg.name.empty() ? program_key(cfg.name) : line;
-      Explanation e = explain_and_remember(
-          describe_graph_key(site, res.hash, roots, po, donations, is_value_read(cfg)));
-      record.explanation = std::move(e.text);
-      record.cause = std::move(e.cause);
+      GraphKeyInfo k = describe_graph_key(site, res.hash, roots, po, donations, is_value_read(cfg));
+      if (want_key) key = std::make_shared<const GraphKeyInfo>(k);
+      if (record.compiled) {
+        Explanation e = explain_and_remember(std::move(k));
+        record.explanation = std::move(e.text);
+        record.cause = std::move(e.cause);
+      }
     }
     // The program profile's name for it: the region's or program's name, else the user's line,
     // else the cut's reason.
@@ -520,7 +525,10 @@ SyncResult sync_tensors_graph(const std::vector<internal::TensorImplPtr>& tensor
     facts->site = std::move(cut_site);
     facts->label = std::move(label);
     CompiledProgram program{res.hash, exe, std::move(facts)};
-    if (cfg.capture) *cfg.capture = ProgramCapture{program, po.params, roots.tensors, donations};
+    if (cfg.capture) {
+      *cfg.capture =
+          ProgramCapture{program, po.params, roots.tensors, donations, want_key, std::move(key)};
+    }
     if (cfg.compile_only) {
       res.tensors = roots.tensors;
       return res;

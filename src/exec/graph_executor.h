@@ -34,6 +34,8 @@
 
 namespace lz {
 
+struct GraphKeyInfo;
+
 // What a sync tells a capture (exec/capture.cpp) or a warm program (exec/warm_program.h) about the
 // program it found or compiled.
 struct ProgramCapture {
@@ -41,6 +43,10 @@ struct ProgramCapture {
   std::vector<BufferPtr> params;                        // parameter buffers, in slot order
   std::vector<internal::TensorImplPtr> roots;           // the roots' tensors, in output order
   std::vector<std::pair<int, int>> donations;           // (parameter, root)
+  // Set by the caller before the sync: `key` is then filled with the program's graph key
+  // (explain.h), which compares the program with another one up to sizes.
+  bool want_key = false;
+  std::shared_ptr<const GraphKeyInfo> key;
 };
 
 struct SyncConfig {

@@ -94,6 +94,57 @@ TEST_F(Capture, ANewShapeIsANewSignature) {
   EXPECT_EQ(f.replays(), 2);
 }
 
+// Rows of x (n x 3) through a weight, then a view whose target is written from x's size and a
+// slice of a table by that size (as a positional embedding is): attributes that change with n.
+std::vector<Tensor> size_generic(const std::vector<Tensor>& a, const Tensor& w,
+                                 const Tensor& table) {
+  const int64_t n = a[0].shape()[0];
+  Tensor y = a[0].matmul(w).relu().reshape({n * 2}) + table.slice(0, 0, n * 2);
+  return {y, sum(y)};
+}
+
+TEST_F(Capture, ANewSizeOfASettledFunctionReplaysAfterOneTrace) {
+  Tensor w = tensor<float>({1, -1, 2, 0.5f, 1, -3}, {3, 2});
+  Tensor table = tensor<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {16});
+  Captured f([&](const std::vector<Tensor>& a) { return size_generic(a, w, table); }, "generic");
+  auto check = [&](int64_t n, double v) {
+    Tensor x = full({n, 3}, v);
+    std::vector<float> got = f({x})[0].to_vector<float>();
+    EXPECT_EQ(got, size_generic({x}, w, table)[0].to_vector<float>()) << n << " " << v;
+  };
+  for (int i = 0; i < 3; ++i) check(2, i + 1.0);
+  EXPECT_EQ(f.traces(), 2);
+  EXPECT_EQ(f.replays(), 1);
+  const int64_t settled = counter("CaptureSettledAtNewSizes");
+  for (int64_t n : {5, 3, 8}) {
+    check(n, 0.5);   // traced once
+    check(n, -1.5);  // replayed
+  }
+  EXPECT_EQ(f.traces(), 5);
+  EXPECT_EQ(f.replays(), 4);
+  EXPECT_EQ(counter("CaptureSettledAtNewSizes") - settled, 3);
+  EXPECT_EQ(f.last_reason(), "");
+}
+
+TEST_F(Capture, ANewSizeWhoseProgramChangesBeyondItsSizesIsTracedTwice) {
+  // The scale is computed from the size in the function: new data at each size, as a Python
+  // number baked into the graph would be; the size alone does not explain it.
+  Captured f(
+      [](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{a[0] * full({}, static_cast<double>(a[0].shape()[0]))};
+      },
+      "scaled");
+  for (int i = 0; i < 3; ++i) f({ones({2})});
+  const int64_t settled = counter("CaptureSettledAtNewSizes");
+  EXPECT_EQ(f({ones({4})})[0].to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(f.traces(), 3);
+  EXPECT_EQ(f({ones({4})})[0].to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(f.traces(), 4);  // the second trace at the new size settles it, as before
+  EXPECT_EQ(f({ones({4})})[0].to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));
+  EXPECT_EQ(f.replays(), 2);
+  EXPECT_EQ(counter("CaptureSettledAtNewSizes"), settled);
+}
+
 TEST_F(Capture, ADeadStateTensorMakesTheCallTraceAgain) {
   auto w = std::make_shared<Tensor>(ones({2}));
   Captured f([w](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * *w}; });

@@ -177,6 +177,45 @@ def test_new_shape_dtype_or_python_argument_is_a_new_signature():
     assert f.capture_stats()["replays"] == 4
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_new_batch_size_of_a_settled_step_is_traced_once_and_matches_plain_python(optimizer):
+    # The last batch of an epoch is smaller: after the first size settled, each new size costs one
+    # trace (its program is the settled one at other sizes), and replays from its second call.
+    sizes = [32, 32, 32, 32, 17, 17, 17, 9, 9, 32]
+    data = [b for n in sizes for b in batches(1, seed=n, batch=n)]
+    m1, o1, plain = make_trainer(optimizer, momentum=0.9 if optimizer == "sgd" else 0.0)
+    want = run(plain, o1, data)
+    m2, o2, step = make_trainer(optimizer, momentum=0.9 if optimizer == "sgd" else 0.0)
+    captured = lz.capture(step)
+    settled = counter("CaptureSettledAtNewSizes")
+    compiles = None
+    got = []
+    for i, (x, y) in enumerate(data):
+        if i == 8:  # every size seen, and the kernels of each compiled
+            compiles = counter("UncachedCompile")
+        got.append(captured(x, y))
+    got = [float(v) for v in got]
+    assert captured.capture_stats()["traces"] == 3 + 1 + 1  # the first size: state made on step 1
+    assert counter("CaptureSettledAtNewSizes") - settled == 2
+    assert counter("UncachedCompile") == compiles
+    assert got == want
+    for k, v in state_of(m1).items():
+        np.testing.assert_array_equal(state_of(m2)[k], v, err_msg=k)
+
+
+def test_a_python_number_that_changes_with_the_size_still_needs_two_traces_at_a_new_size():
+    @lz.capture
+    def mean_by_hand(x):
+        return x.sum() * (1.0 / x.shape[0])  # an uploaded number that depends on the size
+
+    for _ in range(3):
+        assert mean_by_hand(lz.full((4,), 2.0)).item() == 2.0
+    before = mean_by_hand.capture_stats()["traces"]
+    for _ in range(3):
+        assert mean_by_hand(lz.full((5,), 3.0)).item() == pytest.approx(3.0)
+    assert mean_by_hand.capture_stats()["traces"] == before + 2
+
+
 def test_int_and_float_python_arguments_do_not_share_a_signature():
     @lz.capture
     def f(x, k):

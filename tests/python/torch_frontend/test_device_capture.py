@@ -83,6 +83,48 @@ def test_captured_training_step_replays_and_matches_eager(name, foreach):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6)
 
 
+class TinyAttention(torch.nn.Module):
+    """Sizes written from the input's: a positional table sliced to the length, head views."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 8)
+        self.pos = torch.nn.Parameter(torch.randn(32, 8))
+        self.qkv = torch.nn.Linear(8, 24)
+        self.head = torch.nn.Linear(8, 16)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        h = self.emb(ids) + self.pos[:t]
+        q, k, v = (z.view(b, t, 2, 4).transpose(1, 2) for z in self.qkv(h).chunk(3, dim=-1))
+        att = (q @ k.transpose(-1, -2) * 0.5).softmax(-1)
+        return self.head((att @ v).transpose(1, 2).reshape(b, t, 8)).flatten(0, 1)
+
+
+def test_a_new_sequence_length_is_traced_once_then_replayed_and_matches_eager():
+    g = torch.Generator().manual_seed(3)
+    lengths = [5, 5, 5, 5, 7, 7, 7, 11, 11, 5, 7, 11, 5]
+    data = [(torch.randint(0, 16, (2, t), generator=g), torch.randint(0, 16, (2 * t,), generator=g))
+            for t in lengths]
+    torch.manual_seed(0)
+    eager = TinyAttention()
+    want = eager_losses(eager, torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9), data)
+    torch.manual_seed(0)
+    model = TinyAttention().to(DEV)
+    step = lzt.capture(step_fn(model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)))
+    settled, adopted = counter("CaptureSettledAtNewSizes"), counter("CaptureSinksAdopted")
+    got = [step(x.to(DEV), y.to(DEV)).item() for x, y in data]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert_same_parameters(model, eager)
+    # The first length: three traces (the momentum buffers made on step 1); each new one: one.
+    # Going back to a length replays it: zero_grad() in another length's trace replaced the .grad
+    # tensors its record wrote, and the record takes their successors.
+    assert step.capture_stats()["traces"] == 3 + 1 + 1
+    assert step.capture_stats()["replays"] == len(lengths) - 5
+    assert counter("CaptureSettledAtNewSizes") - settled == 2
+    assert counter("CaptureSinksAdopted") - adopted == 2  # lengths 5 and 7, once each
+
+
 def test_a_scheduler_outside_the_step_changes_lr_with_retraces_but_no_compile():
     data = batches(8)
     eager = mlp()
