@@ -481,12 +481,13 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
     rec->frontend_data = *frontend_data;
     rec->key = std::move(pc.key);
     std::string diff = e.pending ? capture_difference(*e.pending, *rec) : "no earlier trace";
-    if (!diff.empty()) {
+    // Only a signature's first trace: one whose traces already disagreed shows a changing value.
+    if (!e.pending && e.mismatches == 0) {
       // New sizes of a function settled at other sizes: one trace that matches it suffices.
       auto settled = settled_.find(e.family);
       std::shared_ptr<CaptureRecord> other =
           settled != settled_.end() ? settled->second.lock() : nullptr;
-      if (other && other != e.pending && capture_difference(*other, *rec, true).empty()) {
+      if (other && capture_difference(*other, *rec, true).empty()) {
         diff.clear();
         LZ_COUNTER("CaptureSettledAtNewSizes", 1);
       }
@@ -526,8 +527,18 @@ void CaptureCache::adopt_successors(Entry& e) {
   std::shared_ptr<CaptureRecord> other =
       settled != settled_.end() ? settled->second.lock() : nullptr;
   if (!other || other == e.active || !capture_difference(*other, rec, true).empty()) return;
+  // Each successor alive and of the type this record's program writes there (its root's), or
+  // none is taken: the replay is refused and the call traced.
+  std::vector<TensorImplPtr> successor(rec.sinks.size());
   for (size_t i = 0; i < rec.sinks.size(); ++i) {
-    if (orphaned(rec.sinks[i])) rec.sinks[i].tensor = other->sinks[i].tensor;
+    if (!orphaned(rec.sinks[i])) continue;
+    successor[i] = other->sinks[i].tensor.lock();
+    const auto& root = rec.key->roots[i];
+    if (!successor[i] || successor[i]->dtype() != root.dtype || successor[i]->shape() != root.shape)
+      return;
+  }
+  for (size_t i = 0; i < rec.sinks.size(); ++i) {
+    if (successor[i]) rec.sinks[i].tensor = successor[i];
   }
   LZ_COUNTER("CaptureSinksAdopted", 1);
 }

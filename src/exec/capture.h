@@ -20,10 +20,11 @@
 //     (optimizer state created lazily) is traced until it settles, and code that bakes a changing
 //     Python value into the graph is never replayed. A signature that differs from a settled one
 //     only in its arguments' sizes settles on its first trace when that trace's record is the
-//     settled one up to sizes: the same tensors and constants, and a program whose nodes differ
-//     only in the attributes of nodes whose own sizes changed (explain.h, size_only_difference).
-//     The settled signature's two traces showed the function stable; a new size is a new shape
-//     of the same program, as the dynamo bridge's new size is a new recording of the same graph.
+//     settled one up to sizes: the same tensors and uploaded data, and a program whose nodes
+//     differ only in sizes, where their own or their operands' sizes changed, and in count
+//     constants (explain.h, size_only_difference). The settled signature's two traces showed
+//     the function stable; a new size is a new shape of the same program, as the dynamo
+//     bridge's new size is a new recording of the same graph.
 //   - Anything a replay depends on that Python computes (a learning rate) is refreshed by a replay
 //     guard the traced code registered (add_replay_guard); a guard that returns false sends the
 //     call back to tracing.

@@ -356,6 +356,39 @@ void remember(History& h, GraphKeyInfo info) {
 
 }  // namespace
 
+namespace {
+
+// Hashes the fields of a node's attributes that are not sizes (GraphKeyInfo::fixed_attrs).
+struct FixedFields {
+  Hasher& h;
+  bool count = false;  // a count constant: its value follows the sizes
+  static bool is_size(const char* name) {
+    static const std::unordered_set<std::string_view> sizes{"n", "shape", "sizes", "start", "end"};
+    return sizes.count(name) > 0;
+  }
+  void operator()(const char* name, const std::vector<int64_t>& v) {
+    if (is_size(name)) return;
+    h.add<uint64_t>(v.size());
+    for (int64_t x : v) h.add(x);
+  }
+  template <class T>
+  void operator()(const char* name, const T& v) {
+    if (is_size(name) || (count && std::string_view(name) == "value")) return;
+    h.add(v);
+  }
+};
+
+uint64_t fixed_attrs_hash(const ir::Node& n) {
+  Hasher h;
+  h.add(static_cast<uint8_t>(n.attrs.index()));
+  FixedFields f{h};
+  if (n.op == ir::OpKind::Constant) f.count = n.attr<ir::ConstantAttrs>().from_sizes;
+  std::visit([&](const auto& a) { a.visit(f); }, n.attrs);
+  return h.digest().lo;
+}
+
+}  // namespace
+
 GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& graph,
                                 const Roots& roots, const PostOrder& po,
                                 const std::vector<std::pair<int, int>>& donations,
@@ -392,16 +425,26 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
     k.types.push_back(type_str(n->dtype, n->shape));
     k.user_ops.push_back(n->user_op);
     k.sorts.push_back(Hasher().add(n->op).add(n->dtype).add<uint64_t>(n->shape.size()).digest().lo);
-    uint64_t operand_types = 0;
-    if (!n->operands.empty()) {
-      Hasher t;
+    // What a node's size attributes may follow: a slice's bounds the extents along its dim (its
+    // own and its operands'), another node's its own and its operands' shapes.
+    Hasher t;
+    if (n->op == ir::OpKind::Slice || n->op == ir::OpKind::SliceScatter) {
+      const int64_t dim = n->attr<ir::SliceAttrs>().dim;
+      t.add(n->shape[dim]);
+      for (const ir::Value& v : n->operands) t.add(v.shape()[dim]);
+    } else {
+      t.add<uint64_t>(n->shape.size());
+      for (int64_t d : n->shape) t.add(d);
       for (const ir::Value& v : n->operands) {
-        t.add(v.dtype()).add<uint64_t>(v.shape().size());
+        t.add<uint64_t>(v.shape().size());
         for (int64_t d : v.shape()) t.add(d);
       }
-      operand_types = t.digest().lo;
     }
-    k.operand_types.push_back(operand_types);
+    k.size_anchors.push_back(t.digest().lo);
+    k.fixed_attrs.push_back(fixed_attrs_hash(*n));
+  }
+  for (const ir::Value& v : roots.values) {
+    k.root_wiring.push_back(Hasher().add(position.at(v.node.get())).add(v.index).digest().lo);
   }
   return k;
 }
@@ -420,15 +463,16 @@ std::string size_only_difference(const GraphKeyInfo& now, const GraphKeyInfo& be
       return "input " + std::to_string(i) + " changed dtype";
   }
   if (now.donations != before.donations) return "the set of donated buffers differs";
-  if (now.roots.size() != before.roots.size()) return "the number of outputs differs";
+  if (now.root_wiring != before.root_wiring) return "the outputs are other values";
   for (size_t i = 0; i < now.ops.size(); ++i) {
     if (now.ops[i] == ir::OpKind::DeviceData || now.node_hashes[i] == before.node_hashes[i])
       continue;
-    const bool sizes_same =
-        now.types[i] == before.types[i] && now.operand_types[i] == before.operand_types[i];
-    if (sizes_same || now.ops[i] == ir::OpKind::Constant) {
-      return "an attribute of node " + std::to_string(i) + " (" + node_text(now, i) +
-             ") changed although neither its sizes nor its operands' did";
+    const bool sizes_same = now.size_anchors[i] == before.size_anchors[i];
+    // A count constant's value follows the sizes (a mean over a dim that changed).
+    const bool count = now.ops[i] == ir::OpKind::Constant;
+    if (now.fixed_attrs[i] != before.fixed_attrs[i] || (sizes_same && !count)) {
+      return "an attribute of node " + std::to_string(i) + " (" + node_text(now, i) + ") changed" +
+             (sizes_same && !count ? " although neither its sizes nor its operands' did" : "");
     }
   }
   return "";

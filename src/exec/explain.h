@@ -38,7 +38,13 @@ struct GraphKeyInfo {
   std::vector<std::string> types;    // post-order: "float32[4, 3]"
   std::vector<const char*> user_ops;  // post-order: the op the user called (ir::Node::user_op), or null
   std::vector<uint64_t> sorts;       // post-order: op, dtype and rank (not sizes) of each node
-  std::vector<uint64_t> operand_types;  // post-order: the operands' dtypes and shapes (0: a leaf)
+  // Post-order: the sizes a node's size attributes follow (a slice: the extents along its dim,
+  // its own and its operands'; any other node: its own and its operands' shapes).
+  std::vector<uint64_t> size_anchors;
+  // Post-order: the attributes that are not sizes (every field but an iota's length, a slice's
+  // bounds, a target shape, a count constant's value: size_only_difference).
+  std::vector<uint64_t> fixed_attrs;
+  std::vector<uint64_t> root_wiring;  // per root: its node's post-order position and output
   // Post-order, per node: op, operand positions and parameter slot, never shapes or attributes;
   // two graphs whose wirings are equal match node for node up to shapes and attributes.
   std::vector<uint64_t> wiring;
@@ -54,11 +60,14 @@ GraphKeyInfo describe_graph_key(const std::string& call_site, const Hash128& gra
                                 bool value_read = false);
 
 // "" when `now` is the graph `before` at other sizes (a captured function called with new input
-// sizes; exec/capture.cpp): the same environment, wiring, inputs' dtypes, aliasing and donations,
-// every node the same op, dtype and rank, equal constants, and the same attributes wherever
-// neither the node's type nor its operands' changed (so attributes may differ only where sizes
-// did: a view's target shape, a slice bound, an iota's length, a slice's gradient into an
-// unchanged table). Otherwise the first difference, in words.
+// sizes; exec/capture.cpp): the same environment, wiring, roots, inputs' dtypes, aliasing and
+// donations, every node the same op, dtype and rank with the same attributes that are not sizes
+// (fixed_attrs), and the same sizes in its attributes wherever the sizes they follow did not
+// change (size_anchors: so a view's target shape, an iota's length, a slice bound along a dim
+// whose extent changed, a slice's gradient into an unchanged table may follow the sizes; a
+// slice that moves along a dim of unchanged extent, a random crop, may not). A count constant (a
+// mean's divisor) may differ: it follows from the sizes. Otherwise the first difference, in
+// words.
 std::string size_only_difference(const GraphKeyInfo& now, const GraphKeyInfo& before);
 
 struct Explanation {

@@ -36,10 +36,13 @@ struct DTypeAttrs {
   bool operator==(const DTypeAttrs &) const = default;
 };
 
-// Constant: a baked scalar (its value is hashed, DESIGN.md section 3).
+// Constant: a baked scalar (its value is hashed, DESIGN.md section 3). from_sizes: the value is
+// a count of elements (a mean's divisor) that follows from the sizes; neither hashed nor printed
+// (the value is), read by lz.capture's comparison of programs across sizes (exec/explain.h).
 struct ConstantAttrs {
   double value = 0;
   DType dtype = DType::Float32;
+  bool from_sizes = false;
   template <class V>
   void visit(V &v) const {
     v("value", value);

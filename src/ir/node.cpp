@@ -127,10 +127,10 @@ NodePtr make_device_data(BufferPtr buffer, bool requires_grad) {
   return finish_leaf(std::move(n));
 }
 
-NodePtr make_constant(double value, DType dtype) {
+NodePtr make_constant(double value, DType dtype, bool from_sizes) {
   auto n = std::make_shared<Node>();
   n->op = OpKind::Constant;
-  n->attrs = ConstantAttrs{value, dtype};
+  n->attrs = ConstantAttrs{value, dtype, from_sizes};
   n->dtype = dtype;
   return finish_leaf(std::move(n));
 }

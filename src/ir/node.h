@@ -104,7 +104,7 @@ NodePtr make_node(OpKind op, std::vector<Value> operands, Attrs attrs = {});
 // Leaves.
 // requires_grad: the buffer is the value of a leaf tensor that requires grad (see autograd).
 NodePtr make_device_data(BufferPtr buffer, bool requires_grad = false);
-NodePtr make_constant(double value, DType dtype);
+NodePtr make_constant(double value, DType dtype, bool from_sizes = false);
 NodePtr make_iota(int64_t n, DType dtype);
 
 // Process-wide count of nodes created (for the pending-graph limit and benchmarks).

@@ -25,7 +25,9 @@ int64_t reduced_count(const Shape& s, const std::vector<int64_t>& dims) {
   return n;
 }
 
-ir::Value count_constant(int64_t n, DType dt) { return {ir::make_constant(static_cast<double>(n), dt), 0}; }
+ir::Value count_constant(int64_t n, DType dt) {
+  return {ir::make_constant(static_cast<double>(n), dt, /*from_sizes=*/true), 0};
+}
 
 ir::Value float_input(const char* op, const Tensor& x) {
   ir::Value v = frontend::value_of(x, op);

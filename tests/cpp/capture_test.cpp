@@ -145,6 +145,43 @@ TEST_F(Capture, ANewSizeWhoseProgramChangesBeyondItsSizesIsTracedTwice) {
   EXPECT_EQ(counter("CaptureSettledAtNewSizes"), settled);
 }
 
+TEST_F(Capture, AMeanOverTheChangingDimSettlesANewSizeOnOneTrace) {
+  // mean() divides by a count constant: it follows the sizes, as the sizes themselves do.
+  Captured f([](const std::vector<Tensor>& a) { return std::vector<Tensor>{mean(a[0] * 2.0)}; });
+  for (int i = 0; i < 3; ++i) f({ones({2, 3})});
+  for (int64_t n : {4, 7}) {
+    EXPECT_FLOAT_EQ(f({full({n, 3}, 1.5)})[0].item<float>(), 3.0f);
+    EXPECT_FLOAT_EQ(f({full({n, 3}, 2.5)})[0].item<float>(), 5.0f);
+  }
+  EXPECT_EQ(f.traces(), 4);
+  EXPECT_EQ(f.replays(), 3);
+}
+
+TEST_F(Capture, ASliceThatMovesAtANewSizeOrAChangedStructureIsTracedTwice) {
+  // A crop whose offset a Python number sets (not the sizes): at a new batch size the crop moved
+  // along a dim whose extent did not change, so the trace is not the settled program at other
+  // sizes. Likewise a branch on the size that adds an op.
+  int64_t offset = 0;
+  Captured f([&offset](const std::vector<Tensor>& a) {
+    Tensor y = a[0].slice(1, offset, offset + 2);
+    if (a[0].shape()[0] > 6) y = y.relu();
+    return std::vector<Tensor>{y};
+  });
+  Tensor cols = tensor<float>({0, 1, 2, 3, 4, 5}, {1, 6});
+  for (int i = 0; i < 3; ++i) f({cols.expand({2, 6}).contiguous()});
+  const int64_t settled = counter("CaptureSettledAtNewSizes");
+  offset = 1;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(f({cols.expand({4, 6}).contiguous()})[0].to_vector<float>(),
+              (std::vector<float>{1, 2, 1, 2, 1, 2, 1, 2}));
+  }
+  EXPECT_EQ(f.traces(), 2 + 2);
+  offset = 0;
+  for (int i = 0; i < 3; ++i) f({cols.expand({8, 6}).contiguous()});
+  EXPECT_EQ(f.traces(), 4 + 2);
+  EXPECT_EQ(counter("CaptureSettledAtNewSizes"), settled);
+}
+
 TEST_F(Capture, ADeadStateTensorMakesTheCallTraceAgain) {
   auto w = std::make_shared<Tensor>(ones({2}));
   Captured f([w](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * *w}; });

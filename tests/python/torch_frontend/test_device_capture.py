@@ -116,6 +116,8 @@ def test_a_new_sequence_length_is_traced_once_then_replayed_and_matches_eager():
     got = [step(x.to(DEV), y.to(DEV)).item() for x, y in data]
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     assert_same_parameters(model, eager)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):  # the last step's
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-5, atol=1e-6, msg=name)
     # The first length: three traces (the momentum buffers made on step 1); each new one: one.
     # Going back to a length replays it: zero_grad() in another length's trace replaced the .grad
     # tensors its record wrote, and the record takes their successors.
