@@ -107,6 +107,12 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
     os << ind << "// base_* = offset + index(o over the " << nout() << " row-index dims) . strides\n";
     os << ind << "// first each stage (vK = reduce(vA) over the row) folds its own pass over the row, in\n"
        << ind << "// order (float32 sums in double); then the loop below stores every point of the row\n";
+    for (size_t k = 0; k < row_outs.size(); ++k) {
+      os << ind << "row_out" << k << "[base_row_out" << k << "] = v" << row_outs[k].expr << ";  // "
+         << ctype(row_outs[k].dtype) << "* row_out" << k << " = ptrs["
+         << nin + 1 + (nchecks ? 1 : 0) + static_cast<int>(k)
+         << "]: once per row, after the stages\n";
+    }
     for (int d = nout(); d < rank - 1; ++d) {
       os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
       ind += "  ";

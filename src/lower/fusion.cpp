@@ -40,12 +40,16 @@
 //     and the row's outputs read the earlier stages' values, and the row's outputs are stored.
 //     The row stays in cache, so softmax and layer_norm read their input from memory once. A
 //     broadcast of a per-row value (rsqrt(var + eps)) is then not materialized by rule 4: it is
-//     computed once per row. A reduction also read elsewhere (a graph root, another kernel, a
-//     library call, the saved statistics of a backward pass) stays materialized, and so does
-//     one whose kernel turns out not to fit (index checks, a view of the reduced value that is
-//     not the row's broadcast, more than kMaxRowKernelOps ops). Rows longer than the target's
-//     row_fusion_max_elements are not fused: they do not stay in cache, and few long rows (a
-//     whole-tensor mean) would leave the outputs' work on one thread.
+//     computed once per row. A per-row value that is a graph root (layer_norm's mean and rstd,
+//     a logsumexp, saved for the backward pass) computed elementwise from the stages, constants
+//     and scalar parameters, of the rows' shape, is stored once per row by that kernel, after
+//     its stages (KernelSpec::row_outs; a kernel that computes several values), not by kernels
+//     of its own. A reduction also read elsewhere (a graph root itself, another kernel, a
+//     library call) stays materialized, and so does one whose kernel turns out not to fit
+//     (index checks, a view of the reduced value that is not the row's broadcast, more than
+//     kMaxRowKernelOps ops, a stored per-row root that reads a point of the row). Rows longer than
+//     the target's row_fusion_max_elements are not fused: they do not stay in cache, and few long
+//     rows (a whole-tensor mean) would leave the outputs' work on one thread.
 //  6. A kernel holds at most kMaxKernelOps ops: past it, the largest operand is materialized.
 //  7. Matrix products are library calls (the cpu target: oneDNN sgemm for float32), and so are
 //     convolutions where the target has a library for them (lower/target.h); ops the target's
@@ -419,7 +423,10 @@ void Planner::decide() {
           for (const ir::Value& v : n->operands) {
             const bool r = per_row(v.node.get());
             any = any || r;
-            all = all && (r || v.node->op == OpKind::Constant);
+            // A scalar parameter (a divisor uploaded as data) is as uniform as a constant.
+            const bool uniform = v.node->op == OpKind::Constant ||
+                                 (v.node->op == OpKind::DeviceData && numel(v.shape()) == 1);
+            all = all && (r || uniform);
           }
           row_scalar_[i] = any && all;
         }
@@ -555,20 +562,30 @@ bool Planner::reduces_short_rows(const Node* r) const {
 
 // The one kernel every use of r's value ends in, through unmaterialized elementwise ops and
 // views (a reduction folded into a kernel counts as that kernel); null if there are several,
-// or a use that is not a kernel's (a graph root, a library call, a cat...).
-const Node* Planner::row_sink(const Node* r) const {
+// or a use that is not a kernel's (a graph root, a library call, a cat...). With `outs`, a
+// per-row value that is a graph root (row_out_ok) is passed through and appended to it: the
+// kernel can store it once per row.
+const Node* Planner::row_sink(const Node* r, std::vector<const Node*>* outs) const {
   const Node* sink = nullptr;
   std::vector<const Node*> stack{r};
   std::set<const Node*> seen{r};
   while (!stack.empty()) {
     const Node* n = stack.back();
     stack.pop_back();
-    if (is_root_[idx(n)]) return nullptr;
+    if (is_root_[idx(n)] && !(outs && row_out_ok(n))) return nullptr;
     for (const Node* u : user_list_[idx(n)]) {
       if (!seen.insert(u).second) continue;
       const Node* k = nullptr;
       if (auto it = stage_of_.find(u); it != stage_of_.end()) {
         k = it->second;
+      } else if (outs && row_out_ok(u)) {
+        if (auto o = row_out_of_.find(u); o != row_out_of_.end()) {
+          k = o->second;  // stored by a row kernel already: its uses end there
+        } else {
+          outs->push_back(u);
+          stack.push_back(u);
+          continue;
+        }
       } else if (mat_[idx(u)]) {
         k = u;
       } else if (kind_of(u) == Kind::Fusible || kind_of(u) == Kind::View) {
@@ -582,6 +599,15 @@ const Node* Planner::row_sink(const Node* r) const {
     }
   }
   return sink;
+}
+
+// A per-row value a row kernel may store (rule 5b): a graph root computed elementwise from
+// per-row values and constants, of the rows' shape (the kept dims, with or without the reduced
+// dims as 1s: a mean kept with keepdim).
+bool Planner::row_out_ok(const Node* n) const {
+  return is_root_[idx(n)] && row_scalar_[idx(n)] && kind_of(n) == Kind::Fusible &&
+         ir::is_elementwise(n->op) && !is_random(n->op) && n->num_outputs() == 1 &&
+         !row_out_refused_.count(n);
 }
 
 // An elementwise kernel over r's input space.
@@ -624,8 +650,20 @@ void Planner::fuse_rows() {
   for (size_t i = po.size(); i-- > 0;) {  // users first: a later reduction may take an earlier
     const Node* r = po[i];
     if (kind_of(r) != Kind::Reduce || !reduces_short_rows(r)) continue;
-    const Node* k = row_sink(r);
+    std::vector<const Node*> outs;
+    const Node* k = row_sink(r, &outs);
     if (!row_kernel_ok(r, k)) continue;
+    // The per-row roots on the way: the kernel stores them when they have the rows' shape.
+    const Shape& in = op0(r).shape();
+    const size_t nkept = in.size() - r->attr<ir::ReduceAttrs>().dims.size();
+    const Shape kept(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(nkept));
+    Shape keepdim = kept;
+    keepdim.resize(in.size(), 1);
+    if (!std::all_of(outs.begin(), outs.end(),
+                     [&](const Node* o) { return o->shape == kept || o->shape == keepdim; })) {
+      continue;
+    }
+    for (const Node* o : outs) row_out_of_[o] = k;
     stage_of_[r] = k;
     mat_[i] = false;
   }
@@ -635,10 +673,28 @@ void Planner::fuse_rows() {
     changed = restore_rule4();
     for (size_t i = po.size(); i-- > 0;) {
       auto it = stage_of_.find(po[i]);
-      if (it != stage_of_.end() && row_sink(po[i]) != it->second) {
+      std::vector<const Node*> outs;
+      if (it != stage_of_.end() && row_sink(po[i], &outs) != it->second) {
         stage_of_.erase(it);
         mat_[i] = true;
         changed = true;
+      }
+    }
+    // A stored per-row root needs every reduction under it folded into its kernel, and its
+    // uses ending in that kernel (a value materialized since would read its buffer before the
+    // kernel stores it); one that is not stays a root of its own kernel, and the stages under
+    // it unfold (row_sink stops there).
+    for (auto it = row_out_of_.begin(); it != row_out_of_.end();) {
+      std::vector<const Node*> outs;
+      const Node* sink = row_sink(it->first, &outs);
+      const bool uses_end_in_kernel =
+          sink == it->second || (sink == nullptr && user_list_[idx(it->first)].empty());
+      if (!uses_end_in_kernel || reads_materialized_reduction(it->first)) {
+        row_out_refused_.insert(it->first);
+        it = row_out_of_.erase(it);
+        changed = true;
+      } else {
+        ++it;
       }
     }
   }
@@ -649,15 +705,42 @@ void Planner::fuse_rows() {
            " (rule 5b)");
     }
   }
+  for (const Node* o : po) {
+    if (auto it = row_out_of_.find(o); it != row_out_of_.end()) {
+      note("per-row root " + label(o) + " is stored by the kernel of " + label(it->second) +
+           " (rule 5b)");
+    }
+  }
 }
 
 // Why a row kernel's trial build (row_kernel_for) does not fit rule 5b; empty where it fits.
 std::string Planner::row_kernel_misfit(const KernelBuild& kb) const {
-  std::string why = kb.row_failed         ? "a reduced value is not read as the row's broadcast"
-                    : !kb.checks.empty()  ? "the kernel has index checks"
+  // A row output is computed once per row: from stages and constants only, no point of the row.
+  bool row_out_reads_points = false;
+  for (const auto& [n, e] : kb.row_outs) {
+    std::vector<bool> needed(kb.spec.exprs.size(), false);
+    needed[e] = true;
+    for (int i = e; i >= 0; --i) {
+      const KExpr& x = kb.spec.exprs[i];
+      if (!needed[i] || is_reduction(x.op) || x.op == OpKind::Constant) continue;
+      if (x.op == OpKind::DeviceData && !kb.spec.inputs[x.input].is_index &&
+          kb.spec.inputs[x.input].dyn.empty() &&
+          std::all_of(kb.input_args[x.input].begin() + 1, kb.input_args[x.input].end(),
+                      [](int64_t st) { return st == 0; })) {
+        continue;  // a scalar read through a broadcast: the same at every point
+      }
+      if (x.a < 0) row_out_reads_points = true;  // a load, an iota, a draw
+      for (int32_t j : {x.a, x.b, x.c}) {
+        if (j >= 0) needed[j] = true;
+      }
+    }
+  }
+  std::string why = kb.row_failed        ? "a reduced value is not read as the row's broadcast"
+                    : !kb.checks.empty() ? "the kernel has index checks"
                     : kb.spec.exprs.size() > kMaxRowKernelOps
                         ? std::to_string(kb.spec.exprs.size()) + " ops"
-                        : "";
+                    : row_out_reads_points ? "a per-row root it would store reads points of the row"
+                                           : "";
   if (kb.row_dims == 0 && why.empty()) why = "no reduction reached";
   return why;
 }
@@ -667,6 +750,11 @@ std::string Planner::row_kernel_misfit(const KernelBuild& kb) const {
 void Planner::unfold_rows(const Node* k) {
   std::vector<const Node*> redo;
   for (const Node* r : g_.post_order) {
+    if (auto o = row_out_of_.find(r); o != row_out_of_.end() && o->second == k) {
+      row_out_of_.erase(o);  // a root of its own kernel again (it is materialized)
+      redo.push_back(r);
+      continue;
+    }
     auto it = stage_of_.find(r);
     if (it == stage_of_.end() || it->second != k) continue;
     stage_of_.erase(it);

@@ -43,7 +43,10 @@ int Planner::build_expr(KernelBuild& kb, Out o, const View& v, const Node* root)
   auto key = std::make_tuple(n, o.index, view_key(v));
   if (auto it = kb.memo.find(key); it != kb.memo.end()) return it->second;
   int e = -1;
-  const Out base = n == root ? Out{} : buffer_base(o);
+  // A per-row root this row kernel stores (rule 5b): computed here from the stages, not loaded.
+  auto ro = row_out_of_.find(n);
+  const bool row_out = kb.row_space && ro != row_out_of_.end() && ro->second == root;
+  const Out base = n == root || row_out ? Out{} : buffer_base(o);
   if (base) {
     int input = static_cast<int>(kb.spec.inputs.size());
     kb.spec.inputs.push_back({o.dtype(), false, {}});
@@ -140,6 +143,10 @@ int Planner::build_expr(KernelBuild& kb, Out o, const View& v, const Node* root)
     e = add_expr(kb, k);
   }
   kb.memo[key] = e;
+  if (row_out && std::none_of(kb.row_outs.begin(), kb.row_outs.end(),
+                              [n](const auto& r) { return r.first == n; })) {
+    kb.row_outs.push_back({n, e});
+  }
   return e;
 }
 
@@ -177,9 +184,21 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   std::vector<int64_t> key_args(rank + 1, 0);
   const std::vector<int64_t> space_strides = contiguous_strides(space);
   for (int d = 0; d < rank; ++d) key_args[1 + d] = space_strides[d];
+  // Row outputs (RowFused): dense over the kernel's leading (kept) dims, 0 over the row's.
+  const int nrow = static_cast<int>(kb.row_outs.size());
+  std::vector<std::vector<int64_t>> row_args(nrow, std::vector<int64_t>(rank + 1, 0));
+  if (nrow > 0) {
+    const int nkept = rank - kb.row_dims;
+    const std::vector<int64_t> ks = contiguous_strides(Shape(space.begin(), space.begin() + nkept));
+    for (auto& a : row_args) std::copy(ks.begin(), ks.end(), a.begin() + 1);
+  }
   auto arg = [&](int x) -> std::vector<int64_t>& {
-    return x < nin ? kb.input_args[x] : x == nin ? out_args : key_args;
+    return x < nin    ? kb.input_args[x]
+           : x == nin ? out_args
+           : x < nops ? key_args
+                      : row_args[x - nops];
   };
+  const int nall = nops + nrow;  // the operands whose dims collapse together
   // Dims of size 1 do not loop.
   std::vector<int> dims;
   for (int d = 0; d < rank; ++d) {
@@ -209,17 +228,17 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   // Collapse neighbours whose strides nest for every operand.
   std::vector<int64_t> sizes;
   std::vector<bool> red;
-  std::vector<std::vector<int64_t>> st(nops);
+  std::vector<std::vector<int64_t>> st(nall);
   for (int d : order) {
     bool merge = !sizes.empty() && red.back() == reduced[d];
-    for (int x = 0; merge && x < nops; ++x) merge = st[x].back() == arg(x)[1 + d] * space[d];
+    for (int x = 0; merge && x < nall; ++x) merge = st[x].back() == arg(x)[1 + d] * space[d];
     if (merge) {
       sizes.back() *= space[d];
-      for (int x = 0; x < nops; ++x) st[x].back() = arg(x)[1 + d];
+      for (int x = 0; x < nall; ++x) st[x].back() = arg(x)[1 + d];
     } else {
       sizes.push_back(space[d]);
       red.push_back(reduced[d]);
-      for (int x = 0; x < nops; ++x) st[x].push_back(arg(x)[1 + d]);
+      for (int x = 0; x < nall; ++x) st[x].push_back(arg(x)[1 + d]);
     }
   }
   // A tiny innermost dim under a longer one (the (real, imaginary) pair of a complex value held
@@ -237,7 +256,7 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
     if (sizes.empty() || !red.back()) {  // rows of one point: a size-1 row dim
       sizes.push_back(1);
       red.push_back(true);
-      for (int x = 0; x < nops; ++x) st[x].push_back(0);
+      for (int x = 0; x < nall; ++x) st[x].push_back(0);
     }
   } else if (sizes.empty() || (scheme == Scheme::Scatter && red.back())) {
     // A Scatter kernel's segments need a parallel dim: a size-1 one when all else is size 1.
@@ -272,6 +291,14 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
     s.out_dyn.push_back(e);
     step.args.push_back(c);
   }
+  s.row_outs.clear();
+  for (int k = 0; k < nrow; ++k) {
+    const Node* n = kb.row_outs[k].first;
+    s.row_outs.push_back({kb.row_outs[k].second, n->dtype});
+    step.args.push_back(row_args[k][0]);
+    step.args.insert(step.args.end(), st[nops + k].begin(), st[nops + k].end());
+    step.more_outputs.push_back(value_of(out_of(n)));
+  }
   step.checks = kb.checks;
   int64_t total = 1, reduce_total = 1;
   for (size_t d = 0; d < sizes.size(); ++d) (red[d] ? reduce_total : total) *= sizes[d];
@@ -304,10 +331,13 @@ void Planner::finish_kernel(KernelBuild& kb, const Shape& space, std::vector<boo
   }
   PlanValue& ov = plan_.values[out_value];
   if (ov.def_step < 0) ov.def_step = sid;  // a Scatter kernel updates what its fill wrote
+  for (int v : step.more_outputs) plan_.values[v].def_step = sid;
   plan_.steps.push_back(std::move(step));
-  note("kernel " + std::to_string(k) + " (" + name.substr(0, 12) + ") computes " + what + ": " +
-       std::to_string(s.exprs.size()) + " ops, " + std::to_string(s.inputs.size()) + " inputs, " +
-       scheme_name(scheme) +
+  std::string also;
+  for (const auto& [n, e] : kb.row_outs) also += (also.empty() ? " and stores " : ", ") + label(n);
+  note("kernel " + std::to_string(k) + " (" + name.substr(0, 12) + ") computes " + what + also +
+       ": " + std::to_string(s.exprs.size()) + " ops, " + std::to_string(s.inputs.size()) +
+       " inputs, " + scheme_name(scheme) +
        (kb.checks.empty() ? "" : ", " + std::to_string(kb.checks.size()) + " index check(s)"));
 }
 
@@ -543,7 +573,24 @@ bool Planner::row_kernel_for(const Node* n, int out) {
   const size_t nvalues = plan_.values.size();
   trial_keys_.clear();
   trial_ = true;
-  build_expr(kb, out_of(n), identity(n->shape), n);
+  int out_expr = build_expr(kb, out_of(n), identity(n->shape), n);
+  // The per-row roots it stores that its output does not read (a logsumexp beside the softmax),
+  // read as the rows' broadcast; then the output again, as the last expression (the stored one).
+  const View id = identity(n->shape);
+  for (const Node* r : g_.post_order) {
+    auto it = row_out_of_.find(r);
+    if (it == row_out_of_.end() || it->second != n) continue;
+    if (std::any_of(kb.row_outs.begin(), kb.row_outs.end(),
+                    [r](const auto& o) { return o.first == r; }))
+      continue;
+    View v(r->shape.size());
+    for (size_t j = 0; j < r->shape.size(); ++j)
+      v[j] = r->shape[j] == 1 ? zero_row(kb.rank) : id[j];
+    build_expr(kb, out_of(r), v, n);
+  }
+  if (out_expr != static_cast<int>(kb.spec.exprs.size()) - 1) {
+    add_expr(kb, {OpKind::Cast, n->dtype, out_expr, -1, -1, -1, 0});
+  }
   trial_ = false;
   const std::string why = row_kernel_misfit(kb);
   if (!why.empty()) {

@@ -32,6 +32,10 @@ Hash128 KernelSpec::structure() const {
   h.add<uint64_t>(out_dyn.size());
   for (int32_t e : out_dyn) h.add(e);
   h.add(nchecks);
+  if (!row_outs.empty()) {  // only then: the kernels without keep their names (and disk caches)
+    h.add<uint64_t>(row_outs.size());
+    for (const KRowOut& r : row_outs) h.add(r.expr).add(r.dtype);
+  }
   return h.digest();
 }
 

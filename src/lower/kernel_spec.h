@@ -19,7 +19,9 @@
 //                "stage", in expression order) folds its operand over the row as RowReduce does,
 //                then the last expression is stored at every point of the row; expressions
 //                after a stage read its value. The output has the whole space (fusion rule 5b:
-//                softmax, layer_norm).
+//                softmax, layer_norm). A row output (row_outs) is a per-row expression (of
+//                stages and constants only: layer_norm's mean and rstd, which the backward
+//                reads) stored once per row into a value of its own, after the stages.
 //   Scatter      the loop nest of ColReduce over the index space of a scatter_add (reduce_op
 //                ScatterAdd) or index_copy (IndexCopy): dims [0, nred) are the scattered dim
 //                (serial, in increasing order), [nred, rank) the others, cut into row segments
@@ -40,8 +42,9 @@
 // has checks) the key: offset, strides[rank] (elements); then the bit patterns of the kernel's
 // scalar constants (doubles): a constant's value is an argument too, so `x / n` in a mean serves
 // every n; then the bound of each check; then the dynamic strides, per input then the output, one
-// per entry of its `dyn`. Pointers: one per input (null for index inputs), then the output, then
-// (with checks) the error sink. The cpu target's kernel function and error sink:
+// per entry of its `dyn`; then per row output, its offset and strides[rank] (0 on the row's
+// dims). Pointers: one per input (null for index inputs), then the output, then (with checks) the
+// error sink, then the row outputs. The cpu target's kernel function and error sink:
 // backend/cpu/kernel_abi.h.
 #pragma once
 #include <cstdint>
@@ -97,6 +100,12 @@ struct KInput {
   std::vector<int32_t> dyn;  // checked index expressions added (times a stride) to the position
 };
 
+// RowFused: expression `expr` (per row: it reads no input) stored once per row, in its dtype.
+struct KRowOut {
+  int32_t expr = -1;
+  DType dtype = DType::Float32;
+};
+
 struct KernelSpec {
   Scheme scheme = Scheme::Elementwise;
   int rank = 1;
@@ -109,6 +118,7 @@ struct KernelSpec {
   DType out_dtype = DType::Float32;
   std::vector<int32_t> out_dyn;                    // Scatter: the output's dynamic terms
   int nchecks = 0;                                 // index bounds checks (KExpr op Gather)
+  std::vector<KRowOut> row_outs;                   // RowFused: per-row values stored too
 
   int nout() const { return rank - nred; }
   // Structural hash: identical for every shape the kernel serves.

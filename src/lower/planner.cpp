@@ -142,6 +142,7 @@ void Planner::library_or_fallback(const Node* n, const Node* transposed_of,
 void Planner::build_steps() {
   for (const Node* n : g_.post_order) {
     if (!mat_[idx(n)] || n->op == OpKind::DeviceData) continue;
+    if (row_out_of_.count(n)) continue;  // its row kernel stores it (rule 5b), later in order
     if (auto it = transposed_mm_.find(n); it != transposed_mm_.end()) {
       library_or_fallback(n, it->second);
     } else if (auto b = bias_mm_.find(n); b != bias_mm_.end()) {

@@ -86,7 +86,8 @@ class Planner {
   void fold_bias_adds();
   // Rule 5b
   bool reduces_short_rows(const Node* r) const;
-  const Node* row_sink(const Node* r) const;
+  const Node* row_sink(const Node* r, std::vector<const Node*>* outs = nullptr) const;
+  bool row_out_ok(const Node* n) const;
   bool row_kernel_ok(const Node* r, const Node* k) const;
   bool reads_materialized_reduction(const Node* o) const;
   bool restore_rule4(std::vector<const Node*>* done = nullptr);
@@ -118,6 +119,9 @@ class Planner {
     const Shape* row_space = nullptr;
     int row_dims = 0;
     bool row_failed = false;
+    // Per-row graph roots this row kernel also stores (row_out_of_): each node and its
+    // expression.
+    std::vector<std::pair<const Node*, int>> row_outs;
   };
   int add_expr(KernelBuild& kb, KExpr e);
   int add_check(KernelBuild& kb, const Node* n, int index, const Shape& data, int64_t dim);
@@ -157,6 +161,10 @@ class Planner {
   std::vector<std::pair<const Node*, const Node*>> row_broadcast_;
   std::unordered_map<const Node*, const Node*> stage_of_;
   std::set<const Node*> row_kernels_;
+  // Rule 5b: a per-row value that is a graph root (layer_norm's mean and rstd, saved for the
+  // backward) -> the row kernel that computes it from its stages and stores it once per row.
+  std::unordered_map<const Node*, const Node*> row_out_of_;
+  std::set<const Node*> row_out_refused_;  // per-row roots whose reductions did not all fold
   bool trial_ = false;  // row_kernel_for's build: the plan values it creates, to take back
   std::vector<std::pair<const Node*, int>> trial_keys_;
   std::map<std::pair<const Node*, int>, int> value_;  // (node, output) -> plan value

@@ -250,6 +250,79 @@ TEST_F(CpuCompilerRowFusion, ALayerNormTrainingStepAgreesWithTheReference) {
   expect_agree(program, 1e-4);
 }
 
+// Layer norm with its mean and rstd returned (a training forward saves them for the backward):
+// per-row values that are graph roots, stored once per row by the output's row kernel.
+TEST_F(CpuCompilerRowFusion, LayerNormsSavedMeanAndRstdAreStoredByItsRowKernel) {
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(2 * 32 * 64, 0.013f), {2, 32, 64});
+    Tensor w = tensor<float>(ramp(64, 0.05f, 0.5f), {64});
+    Tensor mean = sum(x, {-1}, true) / tensor<float>({64.0f}, {});  // a divisor uploaded as data
+    Tensor d = x - mean;
+    Tensor rstd = rsqrt(sum(d * d, {-1}, true) / 64.0 + 1e-5);
+    return std::vector<Tensor>{d * rstd * w, mean, rstd};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].spec.scheme, lower::Scheme::RowFused);
+  EXPECT_EQ(p.kernels[0].spec.row_outs.size(), 2u) << p.kernels[0].spec.pseudo_c("k");
+  EXPECT_EQ(p.steps[0].more_outputs.size(), 2u);
+  expect_agree(program, 1e-5);
+  expect_rule_changes_no_bits(program);  // the stored stats are the reductions' own values
+}
+
+TEST_F(CpuCompilerRowFusion, APerRowRootTheOutputDoesNotReadIsStoredToo) {
+  // Softmax with its logsumexp beside it (attention's saved statistic): the weights' kernel
+  // stores log(sum) + max per row although the weights never read it.
+  auto program = [] {
+    Tensor s = tensor<float>(ramp(24 * 40, 0.05f), {24, 40});
+    Tensor m = amax(s, {-1}, true);
+    Tensor e = exp(s - m);
+    Tensor t = sum(e, {-1}, true);
+    return std::vector<Tensor>{e / t, log(t) + m};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 1) << lower::describe_plan(p);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].spec.row_outs.size(), 1u) << lower::describe_plan(p);
+  expect_agree(program, 1e-5);
+  expect_rule_changes_no_bits(program);
+}
+
+TEST_F(CpuCompilerRowFusion, APerRowRootAlsoReadByAnotherKernelKeepsItsOwnKernel) {
+  // The mean is read by a kernel over another space too: its reduction's uses do not end in
+  // one kernel, so nothing folds.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(16 * 24, 0.02f), {16, 24});
+    Tensor mean = sum(x, {-1}, true) / 24.0;
+    return std::vector<Tensor>{x - mean, mean, transpose(mean, 0, 1) * 2.0};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(row_kernels(p), 0) << lower::describe_plan(p);
+  for (const lower::PlanKernel& k : p.kernels) EXPECT_TRUE(k.spec.row_outs.empty());
+  expect_agree(program, 1e-5);
+}
+
+TEST_F(CpuCompilerRowFusion, AStoredPerRowRootComputedFromAPointOfTheRowIsRefused) {
+  // rstd written with a value read at one point of the row (x[..., 0]): not per-row, so the
+  // kernel cannot store it once per row; the statistics keep their own kernels, values agree.
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(8 * 16, 0.03f), {8, 16});
+    Tensor s = sum(x, {-1}, true);
+    Tensor first = x.slice(1, 0, 1);
+    return std::vector<Tensor>{x / s, s * first};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  for (const lower::PlanKernel& k : p.kernels)
+    EXPECT_TRUE(k.spec.row_outs.empty()) << lower::describe_plan(p);
+  expect_agree(program, 1e-5);
+  expect_rule_changes_no_bits(program);
+}
+
 }  // namespace
 }  // namespace lz
 

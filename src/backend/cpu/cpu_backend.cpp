@@ -360,6 +360,7 @@ class CpuProgram final : public Executable {
       ptrs.push_back(ptr[s.output]);
       IndexFailure failure;
       if (!s.checks.empty()) ptrs.push_back(&failure);
+      for (int v : s.more_outputs) ptrs.push_back(ptr[v]);  // a row kernel's row outputs
       // One reference captured: the std::function holds it inline (no allocation per launch).
       struct Launch {
         KernelFn fn;

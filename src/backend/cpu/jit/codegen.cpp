@@ -102,6 +102,20 @@ void Emitter::emit(const std::string& name) {
   for (int x = 0; x <= nin_; ++x) {
     for (size_t t = 0; t < dyn_of(x).size(); ++t) dyn_strides_[x].push_back(arg(next++));
   }
+  // Row outputs: offset and strides after everything else; pointers after the output and sink.
+  for (size_t k = 0; k < spec_.row_outs.size(); ++k) {
+    row_offs_.push_back(arg(next++));
+    std::vector<llvm::Value*> st;
+    for (int d = 0; d < rank; ++d) st.push_back(arg(next++));
+    row_strides_.push_back(st);
+    const int slot = nin_ + 1 + (spec_.nchecks > 0 ? 1 : 0) + static_cast<int>(k);
+    llvm::Value* p = b_.CreateLoad(b_.getInt8PtrTy(),
+                                   b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, slot));
+    row_ptrs_.push_back(b_.CreatePointerCast(p, mem_type(spec_.row_outs[k].dtype)->getPointerTo()));
+  }
+  if (!spec_.row_outs.empty() && spec_.scheme != Scheme::RowFused) {
+    throw std::runtime_error("codegen: row outputs outside a row kernel");
+  }
   if (spec_.nchecks > 0) {
     sink_ = b_.CreateLoad(b_.getInt8PtrTy(),
                           b_.CreateConstInBoundsGEP1_64(b_.getInt8PtrTy(), ptrs, nin_ + 1));

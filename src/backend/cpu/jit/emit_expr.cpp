@@ -326,7 +326,8 @@ bool Emitter::is_stage(OpKind op) {
          op == OpKind::ReduceMin;
 }
 
-llvm::Value* Emitter::expression(const std::vector<llvm::Value*>& pos, int upto) {
+llvm::Value* Emitter::expression(const std::vector<llvm::Value*>& pos, int upto,
+                                 const std::vector<bool>* only) {
   std::vector<llvm::Value*>& v = vals_;
   v.assign(spec_.exprs.size(), nullptr);
   check_ok_.assign(spec_.nchecks, nullptr);
@@ -334,6 +335,7 @@ llvm::Value* Emitter::expression(const std::vector<llvm::Value*>& pos, int upto)
   point_bad_ = b_.getFalse();
   const size_t n = upto < 0 ? spec_.exprs.size() : static_cast<size_t>(upto) + 1;
   for (size_t i = 0; i < n; ++i) {
+    if (only && !(*only)[i]) continue;
     const KExpr& e = spec_.exprs[i];
     auto dt = [&](int32_t j) { return spec_.exprs[j].dtype; };
     if (is_stage(e.op)) {

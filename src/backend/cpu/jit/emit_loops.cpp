@@ -509,6 +509,38 @@ void Emitter::emit_row_fused(llvm::Value* begin, llvm::Value* end) {
       const KExpr& e = spec_.exprs[i];
       if (is_stage(e.op)) stage_[i] = row_fold(base, e.op, e.dtype, e.a)[0];
     }
+    for (size_t k = 0; k < spec_.row_outs.size(); ++k) {
+      // Its position: the row index o over dims [0, nout), as row_base decomposes it.
+      llvm::Value* at = row_offs_[k];
+      llvm::Value* rem = o;
+      for (int d = nout - 1; d >= 0; --d) {
+        llvm::Value* idx = d == 0 ? rem : b_.CreateSRem(rem, sizes_[d]);
+        if (d != 0) rem = b_.CreateSDiv(rem, sizes_[d]);
+        at = b_.CreateAdd(at, b_.CreateMul(idx, row_strides_[k][d]));
+      }
+      const KRowOut& r = spec_.row_outs[k];
+      // Per row: what it reads of the expressions, down to the stages (folded above), constants
+      // and scalar inputs the planner read through a broadcast (every stride 0: read at the
+      // row's base, which is their offset); no point of the row (a row may be empty).
+      std::vector<bool> needed(spec_.exprs.size(), false);
+      needed[r.expr] = true;
+      for (int i = r.expr; i >= 0; --i) {
+        const KExpr& e = spec_.exprs[i];
+        if (!needed[i] || is_stage(e.op)) continue;
+        if (e.op == OpKind::Iota || e.op == OpKind::RngUniform || e.op == OpKind::RngNormal ||
+            e.op == OpKind::Gather) {
+          throw std::runtime_error("codegen: a row output reads a point of the row");
+        }
+        for (int32_t j : {e.a, e.b, e.c}) {
+          if (j >= 0) needed[j] = true;
+        }
+      }
+      llvm::Value* v = expression(base, r.expr, &needed);
+      if (r.dtype == DType::Bool) v = b_.CreateZExt(v, b_.getInt8Ty());
+      llvm::Value* p = b_.CreateInBoundsGEP(mem_type(r.dtype), row_ptrs_[k], at);
+      llvm::StoreInst* st = b_.CreateAlignedStore(v, p, llvm::MaybeAlign(align_of(r.dtype)));
+      st->setMetadata(llvm::LLVMContext::MD_alias_scope, out_scope_);
+    }
     nest(nout, rank - 1, base, {}, [&](const std::vector<llvm::Value*>& rb, const Carried&) {
       loop(b_.getInt64(0), sizes_[rank - 1], {}, [&](llvm::Value* j, const Carried&) {
         std::vector<llvm::Value*> pos = inner_pos(rb, j);

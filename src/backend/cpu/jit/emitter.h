@@ -23,6 +23,7 @@ namespace lz::cpu::jit {
 using ir::OpKind;
 using lower::KernelSpec;
 using lower::KExpr;
+using lower::KRowOut;
 using lower::Scheme;
 using lower::StrideClass;
 
@@ -120,7 +121,9 @@ class Emitter {
   // expressions up to `upto` (default: all) and returns that one's value. Sets vals_ (every
   // expression's value, for the output's dynamic terms), and with checks point_bad_ (some check
   // failed here), check_ok_ and check_raw_. A RowFused stage reads its row's value (stage_).
-  llvm::Value* expression(const std::vector<llvm::Value*>& pos, int upto = -1);
+  // `only` (when given): evaluate just the expressions it marks (the rest stay null).
+  llvm::Value* expression(const std::vector<llvm::Value*>& pos, int upto = -1,
+                          const std::vector<bool>* only = nullptr);
 
   // ---- loops ----
   // for (i = lo; i < hi; ++i) carried = body(i, carried); returns the carried values at exit.
@@ -224,7 +227,8 @@ class Emitter {
   void emit_row_reduce(llvm::Value* begin, llvm::Value* end);
 
   // RowFused: per row of [begin, end), each stage folded over the row in expression order, then
-  // the last expression stored at each point of the row (the row is still in cache).
+  // each row output stored once, then the last expression stored at each point of the row (the
+  // row is still in cache).
   void emit_row_fused(llvm::Value* begin, llvm::Value* end);
 
   llvm::LLVMContext& ctx_;
@@ -245,6 +249,9 @@ class Emitter {
   // Set by expression(): every expression's value, and the checks at that point.
   std::vector<llvm::Value*> vals_, check_ok_, check_raw_;
   std::vector<llvm::Value*> stage_;  // RowFused: each stage's value for the current row
+  // RowFused row outputs (KernelSpec::row_outs): offset, strides and pointer of each.
+  std::vector<llvm::Value*> row_offs_, row_ptrs_;
+  std::vector<std::vector<llvm::Value*>> row_strides_;
   llvm::Value* point_bad_ = nullptr;
 };
 
