@@ -111,7 +111,8 @@ std::string KernelSpec::pseudo_c(const std::string& name) const {
       os << ind << "row_out" << k << "[base_row_out" << k << "] = v" << row_outs[k].expr << ";  // "
          << ctype(row_outs[k].dtype) << "* row_out" << k << " = ptrs["
          << nin + 1 + (nchecks ? 1 : 0) + static_cast<int>(k)
-         << "]: once per row, after the stages\n";
+         << "]: once per row, after the stages (v" << row_outs[k].expr
+         << " as below, from the stages and scalars only)\n";
     }
     for (int d = nout(); d < rank - 1; ++d) {
       os << ind << "for (int64_t r" << d << " = 0; r" << d << " < size" << d << "; ++r" << d << ") {\n";
@@ -233,7 +234,9 @@ std::string describe_plan(const Plan& plan) {
     if (s.kind == PlanStep::Kernel) {
       os << "kernel " << plan.kernels[s.kernel].name << " range " << s.range << " (";
       for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);
-      os << ") -> " << val(s.output) << "\n";
+      os << ") -> " << val(s.output);
+      for (int v : s.more_outputs) os << ", " << val(v);  // a row kernel's stored per-row roots
+      os << "\n";
     } else {
       os << (s.kind == PlanStep::Fallback ? "fallback (reference kernel) " : "library call ") << ir::op_name(s.op) << " (";
       for (size_t j = 0; j < s.inputs.size(); ++j) os << (j ? ", " : "") << val(s.inputs[j]);

@@ -632,6 +632,36 @@ bool Planner::reads_materialized_reduction(const Node* o) const {
   return false;
 }
 
+// Whether per-row root o can be computed once per row in row kernel k: its expression reaches,
+// through unmaterialized nodes and k's other stored per-row roots, only k's stages, constants
+// and scalar parameters.
+bool Planner::computed_per_row_in(const Node* o, const Node* k) const {
+  std::vector<const Node*> stack{o};
+  std::set<const Node*> seen{o};
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (kind_of(n) == Kind::Reduce) {
+      auto st = stage_of_.find(n);
+      if (st == stage_of_.end() || st->second != k) return false;
+      continue;
+    }
+    if (n->op == OpKind::Constant) continue;
+    if (n->op == OpKind::DeviceData) {
+      if (numel(n->shape) != 1) return false;
+      continue;
+    }
+    if (n != o && mat_[idx(n)]) {
+      auto ro = row_out_of_.find(n);
+      if (ro == row_out_of_.end() || ro->second != k) return false;
+    }
+    for (const ir::Value& v : n->operands) {
+      if (seen.insert(v.node.get()).second) stack.push_back(v.node.get());
+    }
+  }
+  return true;
+}
+
 // Rule 4 again for the per-row values rule 5b kept from it that still read a materialized
 // reduction; each one materialized is appended to `done` (when given). True if any.
 bool Planner::restore_rule4(std::vector<const Node*>* done) {
@@ -689,7 +719,7 @@ void Planner::fuse_rows() {
       const Node* sink = row_sink(it->first, &outs);
       const bool uses_end_in_kernel =
           sink == it->second || (sink == nullptr && user_list_[idx(it->first)].empty());
-      if (!uses_end_in_kernel || reads_materialized_reduction(it->first)) {
+      if (!uses_end_in_kernel || !computed_per_row_in(it->first, it->second)) {
         row_out_refused_.insert(it->first);
         it = row_out_of_.erase(it);
         changed = true;
@@ -704,6 +734,9 @@ void Planner::fuse_rows() {
       note("reduction " + label(r) + " folds into the kernel of " + label(it->second) +
            " (rule 5b)");
     }
+  }
+  for (auto it = row_out_of_.begin(); it != row_out_of_.end();) {  // no stages left: its own kernel
+    it = row_kernels_.count(it->second) ? std::next(it) : row_out_of_.erase(it);
   }
   for (const Node* o : po) {
     if (auto it = row_out_of_.find(o); it != row_out_of_.end()) {
@@ -751,8 +784,10 @@ void Planner::unfold_rows(const Node* k) {
   std::vector<const Node*> redo;
   for (const Node* r : g_.post_order) {
     if (auto o = row_out_of_.find(r); o != row_out_of_.end() && o->second == k) {
-      row_out_of_.erase(o);  // a root of its own kernel again (it is materialized)
-      redo.push_back(r);
+      // A root of its own kernel again (it is materialized): built now when it comes before k,
+      // else by build_steps when it gets there.
+      row_out_of_.erase(o);
+      if (idx(r) < idx(k)) redo.push_back(r);
       continue;
     }
     auto it = stage_of_.find(r);

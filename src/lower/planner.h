@@ -88,6 +88,7 @@ class Planner {
   bool reduces_short_rows(const Node* r) const;
   const Node* row_sink(const Node* r, std::vector<const Node*>* outs = nullptr) const;
   bool row_out_ok(const Node* n) const;
+  bool computed_per_row_in(const Node* o, const Node* k) const;
   bool row_kernel_ok(const Node* r, const Node* k) const;
   bool reads_materialized_reduction(const Node* o) const;
   bool restore_rule4(std::vector<const Node*>* done = nullptr);

@@ -306,14 +306,16 @@ TEST_F(CpuCompilerRowFusion, APerRowRootAlsoReadByAnotherKernelKeepsItsOwnKernel
   expect_agree(program, 1e-5);
 }
 
-TEST_F(CpuCompilerRowFusion, AStoredPerRowRootComputedFromAPointOfTheRowIsRefused) {
-  // rstd written with a value read at one point of the row (x[..., 0]): not per-row, so the
-  // kernel cannot store it once per row; the statistics keep their own kernels, values agree.
+TEST_F(CpuCompilerRowFusion, APerRowRootOverAnotherMaterializedRootIsComputedByItsOwnKernel) {
+  // m reads r2, a reduction that is a root of its own (materialized); o reads only m. Neither
+  // can be computed from the row kernel's stages, so both get their own kernels and every root
+  // is written (a stored root with no kernel to store it would read back garbage).
   auto program = [] {
     Tensor x = tensor<float>(ramp(8 * 16, 0.03f), {8, 16});
-    Tensor s = sum(x, {-1}, true);
-    Tensor first = x.slice(1, 0, 1);
-    return std::vector<Tensor>{x / s, s * first};
+    Tensor r2 = amax(x, {-1}, true);
+    Tensor m = sum(x, {-1}, true) / 16.0 + r2;
+    Tensor o = m * 2.0;
+    return std::vector<Tensor>{x - m, r2, m, o};
   };
   std::vector<Tensor> ts = program();
   lower::Plan p = plan_of(ts);
@@ -321,6 +323,30 @@ TEST_F(CpuCompilerRowFusion, AStoredPerRowRootComputedFromAPointOfTheRowIsRefuse
     EXPECT_TRUE(k.spec.row_outs.empty()) << lower::describe_plan(p);
   expect_agree(program, 1e-5);
   expect_rule_changes_no_bits(program);
+}
+
+TEST_F(CpuCompilerRowFusion, ARowKernelThatDoesNotFitBuildsEachStoredRootOnce) {
+  // The mean is also read transposed inside the row kernel (not as the row's broadcast): its
+  // trial build fails, the stage and the stored roots get their own kernels back, each once,
+  // the one after the kernel in order too (mean * 3).
+  auto program = [] {
+    Tensor x = tensor<float>(ramp(12 * 12, 0.02f), {12, 12});
+    Tensor mean = sum(x, {-1}, true) / 12.0;
+    Tensor y = x - mean + transpose(mean, 0, 1);
+    return std::vector<Tensor>{y, mean, mean * 3.0};
+  };
+  std::vector<Tensor> ts = program();
+  lower::Plan p = plan_of(ts);
+  EXPECT_EQ(count_steps(p).kernels, 4) << lower::describe_plan(p);  // sum, mean, y, mean * 3
+  std::vector<int> writes(p.values.size(), 0);
+  for (const lower::PlanStep& s : p.steps) {
+    ++writes[s.output];
+    for (int v : s.more_outputs) ++writes[v];
+  }
+  for (size_t v = 0; v < writes.size(); ++v) {
+    EXPECT_LE(writes[v], 1) << "value " << v << "\n" << lower::describe_plan(p);
+  }
+  expect_agree(program, 1e-5);
 }
 
 }  // namespace
