@@ -768,6 +768,13 @@ std::string Planner::row_kernel_misfit(const KernelBuild& kb) const {
       }
     }
   }
+  // Nor may the kernel load a value it stores: this kernel writes that buffer.
+  for (int v : kb.input_value) {
+    for (const auto& ro : kb.row_outs) {
+      auto it = value_.find({ro.first, 0});
+      if (v >= 0 && it != value_.end() && it->second == v) row_out_reads_points = true;
+    }
+  }
   std::string why = kb.row_failed        ? "a reduced value is not read as the row's broadcast"
                     : !kb.checks.empty() ? "the kernel has index checks"
                     : kb.spec.exprs.size() > kMaxRowKernelOps

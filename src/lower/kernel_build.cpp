@@ -46,7 +46,13 @@ int Planner::build_expr(KernelBuild& kb, Out o, const View& v, const Node* root)
   // A per-row root this row kernel stores (rule 5b): computed here from the stages, not loaded.
   auto ro = row_out_of_.find(n);
   const bool row_out = kb.row_space && ro != row_out_of_.end() && ro->second == root;
-  const Out base = n == root || row_out ? Out{} : buffer_base(o);
+  Out base = n == root || row_out ? Out{} : buffer_base(o);
+  if (base && kb.row_space) {
+    // A view of such a root (an unsqueeze of a mean kept without its dim) is computed through
+    // the view too: its buffer is written by this very kernel.
+    auto rb = row_out_of_.find(base.node);
+    if (rb != row_out_of_.end() && rb->second == root) base = Out{};
+  }
   if (base) {
     int input = static_cast<int>(kb.spec.inputs.size());
     kb.spec.inputs.push_back({o.dtype(), false, {}});
@@ -160,6 +166,7 @@ int Planner::row_stage_expr(KernelBuild& kb, const Node* r, const View& v, const
   const int nkept = static_cast<int>(xs.size()) - nred;
   bool ok = kb.row_space && *kb.row_space == xs && (kb.row_dims == 0 || kb.row_dims == nred);
   for (int d = 0; ok && d < nkept; ++d) {
+    if (xs[d] == 1 && v[d].off == 0 && v[d].dyn.empty()) continue;  // one row position: index 0
     ok = v[d].off == 0 && v[d].dyn.empty();
     for (int j = 0; ok && j < kb.rank; ++j) ok = v[d].coef[j] == (j == d ? 1 : 0);
   }

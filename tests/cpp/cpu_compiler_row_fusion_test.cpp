@@ -306,6 +306,29 @@ TEST_F(CpuCompilerRowFusion, APerRowRootAlsoReadByAnotherKernelKeepsItsOwnKernel
   expect_agree(program, 1e-5);
 }
 
+TEST_F(CpuCompilerRowFusion, StoredPerRowRootsWithoutKeepdimAndOverSize1DimsAgree) {
+  // The statistics kept without their reduced dim ([B, T], read back through unsqueeze), and
+  // spaces with size-1 dims (a batch of one, a row of one), which the loop nest drops or pads.
+  for (Shape shape : {Shape{3, 5, 16}, Shape{1, 7, 16}, Shape{4, 1, 16}, Shape{6, 8, 1}}) {
+    auto program = [shape] {
+      Tensor x = tensor<float>(ramp(numel(shape), 0.07f), shape);
+      const double n = static_cast<double>(shape.back());
+      Tensor mean = sum(x, {-1}) / n;
+      Tensor d = x - unsqueeze(mean, -1);
+      Tensor rstd = rsqrt(sum(d * d, {-1}) / n + 1e-5);
+      return std::vector<Tensor>{d * unsqueeze(rstd, -1), mean, rstd};
+    };
+    std::vector<Tensor> ts = program();
+    lower::Plan p = plan_of(ts);
+    SCOPED_TRACE(shape_text(shape) + "\n" + lower::describe_plan(p));
+    if (shape.back() > 1) {
+      EXPECT_EQ(count_steps(p).kernels, 1);
+    }
+    expect_agree(program, 1e-5);
+    expect_rule_changes_no_bits(program);
+  }
+}
+
 TEST_F(CpuCompilerRowFusion, APerRowRootOverAnotherMaterializedRootIsComputedByItsOwnKernel) {
   // m reads r2, a reduction that is a root of its own (materialized); o reads only m. Neither
   // can be computed from the row kernel's stages, so both get their own kernels and every root
