@@ -484,9 +484,7 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
     // Only a signature's first trace: one whose traces already disagreed shows a changing value.
     if (!e.pending && e.mismatches == 0) {
       // New sizes of a function settled at other sizes: one trace that matches it suffices.
-      auto settled = settled_.find(e.family);
-      std::shared_ptr<CaptureRecord> other =
-          settled != settled_.end() ? settled->second.lock() : nullptr;
+      std::shared_ptr<CaptureRecord> other = settled_record(e.family);
       if (other && capture_difference(*other, *rec, true).empty()) {
         diff.clear();
         LZ_COUNTER("CaptureSettledAtNewSizes", 1);
@@ -516,17 +514,20 @@ std::vector<TensorImplPtr> CaptureCache::trace(Entry& e, const std::vector<Tenso
   return outs;
 }
 
-void CaptureCache::adopt_successors(Entry& e) {
+std::shared_ptr<CaptureRecord> CaptureCache::settled_record(uint64_t family) const {
+  auto it = settled_.find(family);
+  return it != settled_.end() ? it->second.lock() : nullptr;
+}
+
+bool CaptureCache::adopt_successors(Entry& e) {
   CaptureRecord& rec = *e.active;
   auto orphaned = [](const CaptureSink& s) {
     return s.kind == CaptureSink::Kind::State && s.created_in_trace && !s.is_grad &&
            s.tensor.expired();
   };
-  if (std::none_of(rec.sinks.begin(), rec.sinks.end(), orphaned)) return;
-  auto settled = settled_.find(e.family);
-  std::shared_ptr<CaptureRecord> other =
-      settled != settled_.end() ? settled->second.lock() : nullptr;
-  if (!other || other == e.active || !capture_difference(*other, rec, true).empty()) return;
+  if (std::none_of(rec.sinks.begin(), rec.sinks.end(), orphaned)) return false;
+  std::shared_ptr<CaptureRecord> other = settled_record(e.family);
+  if (!other || other == e.active || !capture_difference(*other, rec, true).empty()) return false;
   // Each successor alive and of the type this record's program writes there (its root's), or
   // none is taken: the replay is refused and the call traced.
   std::vector<TensorImplPtr> successor(rec.sinks.size());
@@ -535,12 +536,13 @@ void CaptureCache::adopt_successors(Entry& e) {
     successor[i] = other->sinks[i].tensor.lock();
     const auto& root = rec.key->roots[i];
     if (!successor[i] || successor[i]->dtype() != root.dtype || successor[i]->shape() != root.shape)
-      return;
+      return false;
   }
   for (size_t i = 0; i < rec.sinks.size(); ++i) {
     if (successor[i]) rec.sinks[i].tensor = successor[i];
   }
   LZ_COUNTER("CaptureSinksAdopted", 1);
+  return true;
 }
 
 std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& args, uint64_t extra_key,
@@ -575,11 +577,13 @@ std::vector<TensorImplPtr> CaptureCache::call(const std::vector<TensorImplPtr>& 
     recent_.splice(recent_.begin(), recent_, found->second.recent);
   }
   Entry& e = found->second;
-  if (e.active) adopt_successors(e);
   if (e.active && !eager_mode()) {
     std::vector<TensorImplPtr> outs;
     std::string why;
-    if (replay(*e.active, name_, args, &outs, &why)) {
+    // A replay refused for a dead tensor (replay checks those before it does anything) may go
+    // on with its successors: looked for only then, not on every call.
+    if (replay(*e.active, name_, args, &outs, &why) ||
+        (adopt_successors(e) && replay(*e.active, name_, args, &outs, &why))) {
       ++replays_;
       last_reason_.clear();
       *frontend_data = e.active->frontend_data;

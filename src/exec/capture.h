@@ -151,7 +151,9 @@ class CaptureCache {
   // The tensors e's settled trace created and kept (a torch .grad, an attribute assigned each
   // call) die when a trace at other sizes creates their successors; when the family's settled
   // record is e's up to sizes, its live tensors take their places, and a replay writes those.
-  void adopt_successors(Entry& e);
+  // True if it took any.
+  bool adopt_successors(Entry& e);
+  std::shared_ptr<CaptureRecord> settled_record(uint64_t family) const;  // null if none lives
   std::vector<internal::TensorImplPtr> trace(Entry& e, const std::vector<internal::TensorImplPtr>& args,
                                              const Body& body, std::shared_ptr<void>* frontend_data);
 
